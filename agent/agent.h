@@ -1,0 +1,64 @@
+// trl-agent's logic: connect to the coordinator (waiting until it is up),
+// register this machine, start and supervise the workers of each assigned
+// generation, report their starts and exits, and end with the job.
+#ifndef TRL_AGENT_AGENT_H_
+#define TRL_AGENT_AGENT_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agent/console.h"
+#include "common/accelerate_config.h"
+#include "common/worker_environment.h"
+
+namespace trl {
+
+struct AgentOptions {
+  // This machine's config; its machine_rank is the agent's.
+  AccelerateConfig config;
+  std::string coordinator_host;
+  int coordinator_port = 0;
+  std::string advertise_addr;  // empty: the route's local address
+  std::string log_dir;         // empty: no per-rank log files
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds connect_timeout{900000};
+  int local_gpu_count = 0;
+  // The environment workers inherit (the agent's own).
+  Environment inherited_environment;
+  std::string working_directory;
+  // The interface that carries the advertised address; Run fills it in.
+  std::string interface_name;
+};
+
+class Agent {
+ public:
+  Agent(AgentOptions options, Console* console);
+  ~Agent();
+
+  // Runs until the job ends; returns the exit code for this process: the
+  // job's result, 2 when the coordinator refused this agent, 1 when the
+  // coordinator could not be reached or was lost.
+  // Workers are forked from the calling thread, which must outlive them.
+  int Run();
+
+  // Thread-safe, for the signal thread: forward `signal` to the workers,
+  // tell the coordinator, and stop.
+  void RequestStop(int signal);
+
+ private:
+  class Session;
+
+  const AgentOptions options_;
+  Console* const console_;
+  std::mutex mutex_;
+  Session* session_ = nullptr;  // set while Run is connected
+  int stop_signal_ = 0;
+};
+
+}  // namespace trl
+
+#endif  // TRL_AGENT_AGENT_H_

@@ -1,0 +1,91 @@
+// The workers of one generation on this machine: started together, watched
+// by one waiter thread each, stopped together (a signal to every process
+// group, then SIGKILL once the grace period has passed).
+//
+// Start() must be called from a thread that lives as long as the workers:
+// PR_SET_PDEATHSIG fires when the thread that forked a worker exits.
+#ifndef TRL_AGENT_WORKER_GROUP_H_
+#define TRL_AGENT_WORKER_GROUP_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/console.h"
+#include "agent/worker_process.h"
+
+namespace trl {
+
+struct WorkerLaunch {
+  int local_rank = 0;
+  int rank = 0;
+  WorkerSpec spec;
+  std::string log_path;  // empty: no log file
+};
+
+struct WorkerOutcome {
+  ProcessExit exit;
+  std::string start_error;  // set when the worker never ran
+  std::vector<std::string> last_lines;
+};
+
+class WorkerGroup {
+ public:
+  struct Events {
+    std::function<void(int local_rank, int pid)> started;
+    std::function<void(int local_rank, const WorkerOutcome& outcome)> exited;
+  };
+
+  WorkerGroup(int64_t generation, Console* console, Events events,
+              std::chrono::milliseconds stop_grace);
+  // Kills whatever still runs and joins every thread.
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  int64_t generation() const { return generation_; }
+
+  // Starts every worker; each is reported as started, or as exited with a
+  // start error.
+  void Start(std::vector<WorkerLaunch> launches);
+
+  // Sends `signal` to every worker's process group now and SIGKILL to those
+  // still alive after the grace period. Returns at once.
+  void Stop(int signal);
+
+  // Waits until every worker has exited; false if the deadline passed.
+  bool WaitUntilAllExited(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  struct Worker {
+    int local_rank = 0;
+    std::unique_ptr<WorkerProcess> process;
+    std::thread waiter;
+    bool exited = false;
+  };
+
+  void WaitFor(Worker* worker, int rank, const std::string& log_path);
+  void EnforceGrace();
+
+  const int64_t generation_;
+  Console* console_;
+  Events events_;
+  const std::chrono::milliseconds stop_grace_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  bool stopping_ = false;
+  bool shutting_down_ = false;
+  std::thread grace_thread_;
+};
+
+}  // namespace trl
+
+#endif  // TRL_AGENT_WORKER_GROUP_H_

@@ -1,0 +1,77 @@
+// Command-line flags shared by `trl-coord start` and `trl-agent`, and the
+// resolution of the effective Accelerate config: the file (or Accelerate's
+// default config file, or a built-in single-machine default), then flag
+// overrides, then validation.
+#ifndef TRL_COMMON_LAUNCH_OPTIONS_H_
+#define TRL_COMMON_LAUNCH_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/accelerate_config.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace trl {
+
+struct LaunchOptions {
+  // Accelerate's own flags; each overrides the config file when given.
+  std::string config_file;
+  int machine_rank = 0;
+  int num_machines = 1;
+  int num_processes = 1;
+  int main_process_port = 0;
+  std::string main_process_ip;
+  std::string mixed_precision;
+  std::string gpu_ids;
+  bool use_cpu = false;
+  int max_restarts = 0;
+  double monitor_interval_s = 0.1;
+  std::string log_dir;
+  bool module = false;
+  bool no_python = false;
+
+  // Launcher settings that an Accelerate file cannot hold.
+  std::string advertise_addr;
+  double stop_grace_s = 30;
+  double rdzv_timeout_s = 900;
+  double heartbeat_interval_s = 1;
+  std::string python = "python3";
+
+  // Which overrides were given on the command line.
+  CLI::Option* machine_rank_flag = nullptr;
+  CLI::Option* num_machines_flag = nullptr;
+  CLI::Option* num_processes_flag = nullptr;
+  CLI::Option* main_process_port_flag = nullptr;
+  CLI::Option* main_process_ip_flag = nullptr;
+  CLI::Option* mixed_precision_flag = nullptr;
+  CLI::Option* gpu_ids_flag = nullptr;
+  CLI::Option* use_cpu_flag = nullptr;
+};
+
+// Registers the flags on `app`; both `--snake_case` and `--kebab-case`
+// spellings are accepted. TRL_* environment variables provide the launcher
+// settings' defaults.
+void AddLaunchFlags(CLI::App& app, LaunchOptions& options);
+
+// Facts about this machine that the config resolution needs.
+struct LocalMachine {
+  int gpu_count = 0;
+  std::string hf_home;  // Accelerate's cache home, for its default config
+};
+
+// Where Accelerate keeps its default config file.
+std::string AccelerateDefaultConfigPath(const LocalMachine& machine);
+
+// Loads the config the flags name (or the default one), applies the flag
+// overrides and fills what is still unset, then validates it.
+absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
+    const LaunchOptions& options, const LocalMachine& machine);
+
+}  // namespace trl
+
+#endif  // TRL_COMMON_LAUNCH_OPTIONS_H_

@@ -1,0 +1,25 @@
+#include "common/logging.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <cstdlib>
+
+namespace trl {
+
+std::shared_ptr<spdlog::logger> ComponentLogger(const std::string& component) {
+  if (auto existing = spdlog::get(component)) return existing;
+  auto logger = spdlog::stderr_color_mt(component);
+  logger->set_pattern("%H:%M:%S.%e %^%L%$ [%n] %v");
+  if (const char* level = std::getenv("TRL_LOG_LEVEL")) {
+    logger->set_level(spdlog::level::from_str(level));
+  }
+  return logger;
+}
+
+void ConfigureLogLevelFromEnvironment() {
+  if (const char* level = std::getenv("TRL_LOG_LEVEL")) {
+    spdlog::set_level(spdlog::level::from_str(level));
+  }
+}
+
+}  // namespace trl

@@ -1,0 +1,155 @@
+#include "common/network.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace trl {
+namespace {
+
+std::string AddressText(const sockaddr* addr) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr,
+              text, sizeof(text));
+  } else if (addr->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6,
+              &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text,
+              sizeof(text));
+  }
+  return text;
+}
+
+// Closes a descriptor on every path out of a scope.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+absl::StatusOr<addrinfo*> Lookup(const std::string& host, int port,
+                                 int socktype) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = socktype;
+  addrinfo* result = nullptr;
+  const std::string service = std::to_string(port);
+  int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &result);
+  if (rc != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot resolve host '", host,
+                                            "': ", gai_strerror(rc)));
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> LocalAddressTowards(const std::string& host,
+                                                int port) {
+  auto found = Lookup(host, port, SOCK_DGRAM);
+  if (!found.ok()) return found.status();
+  std::string error = "no address";
+  for (addrinfo* ai = *found; ai != nullptr; ai = ai->ai_next) {
+    ScopedFd fd(socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) continue;
+    if (connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    sockaddr_storage local = {};
+    socklen_t length = sizeof(local);
+    if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) ==
+        0) {
+      freeaddrinfo(*found);
+      return AddressText(reinterpret_cast<sockaddr*>(&local));
+    }
+  }
+  freeaddrinfo(*found);
+  return absl::UnavailableError(
+      absl::StrCat("no route to ", host, ":", port, ": ", error));
+}
+
+std::string InterfaceWithAddress(const std::string& address) {
+  ifaddrs* interfaces = nullptr;
+  if (getifaddrs(&interfaces) != 0) return "";
+  std::string name;
+  for (ifaddrs* it = interfaces; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr) continue;
+    if (AddressText(it->ifa_addr) == address) {
+      name = it->ifa_name;
+      break;
+    }
+  }
+  freeifaddrs(interfaces);
+  return name;
+}
+
+absl::StatusOr<std::string> ResolveHost(const std::string& host) {
+  auto found = Lookup(host, 0, SOCK_STREAM);
+  if (!found.ok()) return found.status();
+  std::string best;
+  for (addrinfo* ai = *found; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_family == AF_INET) {
+      best = AddressText(ai->ai_addr);
+      break;
+    }
+    if (best.empty()) best = AddressText(ai->ai_addr);
+  }
+  freeaddrinfo(*found);
+  if (best.empty()) {
+    return absl::NotFoundError(absl::StrCat("host '", host, "' has no address"));
+  }
+  return best;
+}
+
+absl::StatusOr<int> PickFreePort(const std::string& address) {
+  auto found = Lookup(address, 0, SOCK_STREAM);
+  if (!found.ok()) return found.status();
+  addrinfo* ai = *found;
+  ScopedFd fd(socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  int rc = fd.get() < 0 ? -1 : bind(fd.get(), ai->ai_addr, ai->ai_addrlen);
+  freeaddrinfo(*found);
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot bind a port on ", address, ": ", std::strerror(errno)));
+  }
+  sockaddr_storage local = {};
+  socklen_t length = sizeof(local);
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length);
+  if (local.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+  }
+  return ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+}
+
+std::string LocalHostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+}  // namespace trl

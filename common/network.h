@@ -1,0 +1,33 @@
+// Small network facts a launcher needs: which local address routes to a
+// peer, which interface carries an address, name resolution and free ports.
+#ifndef TRL_COMMON_NETWORK_H_
+#define TRL_COMMON_NETWORK_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace trl {
+
+// The local address the kernel would use to reach host:port (a UDP connect,
+// which sends nothing). This is the address peers reach us at.
+absl::StatusOr<std::string> LocalAddressTowards(const std::string& host,
+                                                int port);
+
+// The name of the interface holding `address`, or "" if none does.
+std::string InterfaceWithAddress(const std::string& address);
+
+// Resolves a host name or literal to a numeric address (IPv4 preferred).
+absl::StatusOr<std::string> ResolveHost(const std::string& host);
+
+// A TCP port that is free on `address` right now (bind to port 0).
+absl::StatusOr<int> PickFreePort(const std::string& address);
+
+std::string LocalHostName();
+
+// "host:port", bracketing IPv6 literals.
+std::string JoinHostPort(const std::string& host, int port);
+
+}  // namespace trl
+
+#endif  // TRL_COMMON_NETWORK_H_

@@ -1,0 +1,32 @@
+// The signals that stop a job (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2;
+// Slurm uses the last two for pre-emption), received by one thread through
+// sigtimedwait instead of an async handler.
+#ifndef TRL_COMMON_STOP_SIGNALS_H_
+#define TRL_COMMON_STOP_SIGNALS_H_
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+namespace trl {
+
+// Blocks the stop signals in the calling thread. Call it in main before any
+// thread starts, so every thread inherits the mask. Workers reset the mask
+// before execve.
+void BlockStopSignals();
+
+class StopSignalWatcher {
+ public:
+  explicit StopSignalWatcher(std::function<void(int signal)> on_signal);
+  ~StopSignalWatcher();
+  StopSignalWatcher(const StopSignalWatcher&) = delete;
+  StopSignalWatcher& operator=(const StopSignalWatcher&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+}  // namespace trl
+
+#endif  // TRL_COMMON_STOP_SIGNALS_H_

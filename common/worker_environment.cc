@@ -1,0 +1,185 @@
+#include "common/worker_environment.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_join.h"
+
+namespace trl {
+namespace {
+
+std::string Lower(const std::string& text) {
+  return absl::AsciiStrToLower(text);
+}
+
+// Python's str(bool) spelling, which Accelerate uses for some variables.
+std::string PythonBool(const std::string& text) {
+  return Lower(text) == "true" ? "True" : "False";
+}
+
+void AddDynamoVariables(const AccelerateConfig& config, Environment& env) {
+  const auto& dynamo = config.dynamo_config;
+  env["ACCELERATE_DYNAMO_BACKEND"] = absl::AsciiStrToUpper(
+      AccelerateConfig::Lookup(dynamo, "dynamo_backend", "no"));
+  env["ACCELERATE_DYNAMO_MODE"] =
+      AccelerateConfig::Lookup(dynamo, "dynamo_mode", "default");
+  env["ACCELERATE_DYNAMO_USE_FULLGRAPH"] = PythonBool(
+      AccelerateConfig::Lookup(dynamo, "dynamo_use_fullgraph", "false"));
+  env["ACCELERATE_DYNAMO_USE_DYNAMIC"] = PythonBool(
+      AccelerateConfig::Lookup(dynamo, "dynamo_use_dynamic", "false"));
+}
+
+void AddFsdpVariables(const AccelerateConfig& config, Environment& env) {
+  const auto& fsdp = config.fsdp_config;
+  auto get = [&fsdp](const std::string& key, const std::string& fallback) {
+    return AccelerateConfig::Lookup(fsdp, key, fallback);
+  };
+  env["ACCELERATE_USE_FSDP"] = "true";
+  env["FSDP_VERSION"] = get("fsdp_version", "1");
+  if (const std::string v = get("fsdp_sharding_strategy", ""); !v.empty()) {
+    env["FSDP_SHARDING_STRATEGY"] = v;
+  }
+  if (const std::string v = get("fsdp_reshard_after_forward", ""); !v.empty()) {
+    env["FSDP_RESHARD_AFTER_FORWARD"] = Lower(v);
+  }
+  env["FSDP_OFFLOAD_PARAMS"] = Lower(get("fsdp_offload_params", "false"));
+  env["FSDP_MIN_NUM_PARAMS"] = get("fsdp_min_num_params", "100000000");
+  const std::vector<std::pair<std::string, std::string>> optional = {
+      {"fsdp_auto_wrap_policy", "FSDP_AUTO_WRAP_POLICY"},
+      {"fsdp_transformer_layer_cls_to_wrap", "FSDP_TRANSFORMER_CLS_TO_WRAP"},
+      {"fsdp_backward_prefetch", "FSDP_BACKWARD_PREFETCH"},
+      {"fsdp_state_dict_type", "FSDP_STATE_DICT_TYPE"},
+  };
+  for (const auto& [key, name] : optional) {
+    if (const std::string v = get(key, ""); !v.empty()) env[name] = v;
+  }
+  env["FSDP_FORWARD_PREFETCH"] = Lower(get("fsdp_forward_prefetch", "false"));
+  env["FSDP_USE_ORIG_PARAMS"] = Lower(get("fsdp_use_orig_params", "true"));
+  env["FSDP_CPU_RAM_EFFICIENT_LOADING"] =
+      Lower(get("fsdp_cpu_ram_efficient_loading", "true"));
+  env["FSDP_SYNC_MODULE_STATES"] =
+      Lower(get("fsdp_sync_module_states", "true"));
+  env["FSDP_ACTIVATION_CHECKPOINTING"] =
+      Lower(get("fsdp_activation_checkpointing", "false"));
+}
+
+void AddDeepSpeedVariables(const AccelerateConfig& config, Environment& env) {
+  const auto& ds = config.deepspeed_config;
+  std::vector<std::string> fields;
+  for (const auto& [key, value] : ds) fields.push_back(key);
+  if (config.mixed_precision_from_file) fields.push_back("mixed_precision");
+  env["ACCELERATE_CONFIG_DS_FIELDS"] = Lower(absl::StrJoin(fields, ","));
+  env["ACCELERATE_USE_DEEPSPEED"] = "true";
+  struct Mapping {
+    const char* key;
+    const char* name;
+    bool lower;
+  };
+  const Mapping mappings[] = {
+      {"zero_stage", "ACCELERATE_DEEPSPEED_ZERO_STAGE", false},
+      {"gradient_accumulation_steps", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
+       false},
+      {"gradient_clipping", "ACCELERATE_GRADIENT_CLIPPING", true},
+      {"offload_optimizer_device",
+       "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", true},
+      {"offload_param_device", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE",
+       true},
+      {"zero3_init_flag", "ACCELERATE_DEEPSPEED_ZERO3_INIT", true},
+      {"zero3_save_16bit_model", "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",
+       true},
+      {"deepspeed_config_file", "ACCELERATE_DEEPSPEED_CONFIG_FILE", false},
+      {"deepspeed_moe_layer_cls_names",
+       "ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES", false},
+  };
+  for (const auto& m : mappings) {
+    const std::string value = AccelerateConfig::Lookup(ds, m.key, "");
+    if (!value.empty()) env[m.name] = m.lower ? Lower(value) : value;
+  }
+}
+
+}  // namespace
+
+Environment BuildJobEnvironment(const AccelerateConfig& config,
+                                const JobEnvironmentInputs& in) {
+  Environment env;
+  const std::string world = std::to_string(in.world_size);
+  env["WORLD_SIZE"] = world;
+  env["ROLE_WORLD_SIZE"] = world;
+  env["GROUP_WORLD_SIZE"] = std::to_string(config.num_machines);
+  env["ROLE_NAME"] = "default";
+  env["MASTER_ADDR"] = in.master_addr;
+  env["MASTER_PORT"] = std::to_string(in.master_port);
+  // The job's global generation: every rank of a generation agrees on it.
+  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(in.generation);
+  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(in.max_restarts);
+  env["TORCHELASTIC_RUN_ID"] = in.job_id;
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+
+  env["ACCELERATE_MIXED_PRECISION"] = config.mixed_precision;
+  if (config.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
+  if (config.enable_cpu_affinity) env["ACCELERATE_CPU_AFFINITY"] = "1";
+  const bool cpu = config.use_cpu || config.distributed_type == "MULTI_CPU";
+  if (cpu) {
+    env["ACCELERATE_USE_CPU"] = "True";
+    AddDynamoVariables(config, env);
+  } else if (config.distributed_type == "DEEPSPEED") {
+    AddDeepSpeedVariables(config, env);
+  } else {
+    AddDynamoVariables(config, env);
+    if (config.distributed_type == "FSDP") AddFsdpVariables(config, env);
+    if (config.distributed_type == "MEGATRON_LM") {
+      env["ACCELERATE_USE_MEGATRON_LM"] = "true";
+    }
+  }
+
+  env["TRL_JOB_ID"] = in.job_id;
+  env["TRL_GENERATION"] = std::to_string(in.generation);
+  env["TRL_COORDINATOR_ADDR"] = in.coordinator_address;
+  if (!in.nccl_unique_id_hex.empty()) {
+    env["TRL_NCCL_UNIQUE_ID"] = in.nccl_unique_id_hex;
+  }
+  return env;
+}
+
+Environment BuildWorkerEnvironment(const Environment& inherited,
+                                   const Environment& job_environment,
+                                   const RankEnvironmentInputs& in) {
+  Environment env = inherited;
+  for (const auto& [name, value] : job_environment) env[name] = value;
+  auto set_unless_inherited = [&](const std::string& name,
+                                  const std::string& value) {
+    if (inherited.count(name) == 0 && !value.empty()) env[name] = value;
+  };
+
+  const int rank = in.rank_offset + in.local_rank;
+  env["RANK"] = std::to_string(rank);
+  env["ROLE_RANK"] = std::to_string(rank);
+  env["LOCAL_RANK"] = std::to_string(in.local_rank);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(in.local_world_size);
+  env["GROUP_RANK"] = std::to_string(in.machine_rank);
+  if (!in.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
+  if (!in.heartbeat_file.empty()) env["TRL_HEARTBEAT_FILE"] = in.heartbeat_file;
+  env["TRL_MACHINE_RANK"] = std::to_string(in.machine_rank);
+
+  set_unless_inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (in.local_world_size > 1) set_unless_inherited("OMP_NUM_THREADS", "1");
+  set_unless_inherited("NCCL_SOCKET_IFNAME", in.interface_name);
+  set_unless_inherited("GLOO_SOCKET_IFNAME", in.interface_name);
+
+  const bool uses_gpus = job_environment.count("ACCELERATE_USE_CPU") == 0;
+  if (uses_gpus && !in.gpu_ids.empty() && in.gpu_ids != "all") {
+    env["CUDA_VISIBLE_DEVICES"] = in.gpu_ids;
+  }
+  if (job_environment.count("ACCELERATE_USE_DEEPSPEED") &&
+      !in.working_directory.empty()) {
+    // As Accelerate's DeepSpeed launcher: the launch directory is importable.
+    auto it = inherited.find("PYTHONPATH");
+    env["PYTHONPATH"] = (it == inherited.end() || it->second.empty())
+                            ? in.working_directory
+                            : it->second + ":" + in.working_directory;
+  }
+  return env;
+}
+
+}  // namespace trl

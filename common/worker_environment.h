@@ -1,0 +1,61 @@
+// The environment a worker sees: torchrun's variables, Accelerate's variables
+// for the config's distributed_type (same names and value spellings as
+// `accelerate launch`), and trl-launch's own TRL_* variables. Pure functions:
+// the coordinator builds the part shared by every rank of a generation, each
+// agent adds what is particular to its machine and rank.
+#ifndef TRL_COMMON_WORKER_ENVIRONMENT_H_
+#define TRL_COMMON_WORKER_ENVIRONMENT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/accelerate_config.h"
+
+namespace trl {
+
+using Environment = std::map<std::string, std::string>;
+
+struct JobEnvironmentInputs {
+  std::string job_id;
+  int64_t generation = 0;
+  int world_size = 0;
+  int max_restarts = 0;
+  std::string master_addr;
+  int master_port = 0;
+  // Hex of this generation's ncclUniqueId; empty when built without NCCL.
+  std::string nccl_unique_id_hex;
+  // host:port of the coordinator, which serves the workers' store.
+  std::string coordinator_address;
+};
+
+// Variables that are identical for every rank of one generation.
+Environment BuildJobEnvironment(const AccelerateConfig& config,
+                                const JobEnvironmentInputs& inputs);
+
+struct RankEnvironmentInputs {
+  int machine_rank = 0;
+  int rank_offset = 0;
+  int local_world_size = 1;
+  int local_rank = 0;
+  // This machine's own gpu_ids setting ("all" or "0,1").
+  std::string gpu_ids = "all";
+  // The interface that carries this machine's advertised address.
+  std::string interface_name;
+  std::string error_file;
+  std::string heartbeat_file;
+  std::string working_directory;
+};
+
+// The complete environment of one worker: the agent's own environment
+// (`inherited`), overlaid with the job's variables and then the rank's.
+// Variables the user may tune (OMP_NUM_THREADS, TORCH_NCCL_ASYNC_ERROR_HANDLING,
+// NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) are set only when `inherited` lacks
+// them.
+Environment BuildWorkerEnvironment(const Environment& inherited,
+                                   const Environment& job_environment,
+                                   const RankEnvironmentInputs& inputs);
+
+}  // namespace trl
+
+#endif  // TRL_COMMON_WORKER_ENVIRONMENT_H_

@@ -1,0 +1,183 @@
+// trl-coord: `start` runs the coordinator (and machine 0's agent) for one
+// job; `ps` shows a running job. Parses flags, builds objects, wires them.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/agent.h"
+#include "common/cli_errors.h"
+#include "common/launch_options.h"
+#include "common/local_machine.h"
+#include "common/logging.h"
+#include "common/network.h"
+#include "common/stop_signals.h"
+#include "common/worker_command.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/grpc_service.h"
+#include "coordinator/ps_client.h"
+#include "coordinator/rendezvous.h"
+
+namespace {
+
+using std::chrono::steady_clock;
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "trl-coord: error: %s\n", message.c_str());
+  return 2;
+}
+
+std::string NewJobId() {
+  if (const char* id = std::getenv("TRL_JOB_ID")) return id;
+  unsigned char bytes[4] = {};
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t ignored = read(fd, bytes, sizeof(bytes));
+    (void)ignored;
+    close(fd);
+  }
+  return absl::StrFormat("trl-%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2],
+                         bytes[3]);
+}
+
+std::string SignalName(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return name ? absl::StrCat("SIG", name) : absl::StrCat("signal ", signal);
+}
+
+struct StartFlags {
+  trl::LaunchOptions launch;
+  bool no_local_agent = false;
+};
+
+int Start(const StartFlags& flags, const std::vector<std::string>& command) {
+  auto log = trl::ComponentLogger("coord");
+  const trl::LocalMachine machine = trl::ReadLocalMachine();
+  auto config = trl::ResolveLaunchConfig(flags.launch, machine);
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  if (!flags.no_local_agent && config->machine_rank != 0) {
+    return Fail(absl::StrCat(
+        "trl-coord start runs machine 0, but machine_rank is ",
+        config->machine_rank, "; run `trl-agent` on the other machines"));
+  }
+  const auto& o = flags.launch;
+  auto worker_argv =
+      trl::BuildWorkerArgv(command, o.module, o.no_python, o.python);
+  if (!worker_argv.ok()) return Fail(std::string(worker_argv.status().message()));
+  auto host = trl::ResolveHost(config->main_process_ip);
+  if (!host.ok()) {
+    return Fail(absl::StrCat("main_process_ip: ", host.status().message()));
+  }
+  if (config->UsesGpus() && machine.gpu_count == 0) {
+    log->warn("the config asks for GPUs (distributed_type {}) but this "
+              "machine has none; starting anyway",
+              config->distributed_type);
+  }
+
+  trl::CoordinatorOptions options;
+  options.config = *config;
+  options.worker_argv = *worker_argv;
+  options.job_id = NewJobId();
+  options.coordinator_address =
+      trl::JoinHostPort(*host, config->main_process_port);
+  options.max_restarts = o.max_restarts;
+  options.stop_grace_s = o.stop_grace_s;
+  trl::Coordinator core(options, trl::PrepareRendezvous,
+                        [] { return steady_clock::now(); });
+  auto server =
+      trl::CoordinatorServer::Start(*host, config->main_process_port, &core);
+  if (!server.ok()) return Fail(std::string(server.status().message()));
+  log->info("job {}: coordinator on {}, waiting for {} machine(s), {} "
+            "process(es) in all",
+            options.job_id, options.coordinator_address,
+            config->num_machines, config->num_processes);
+
+  trl::StopSignalWatcher watcher([&core](int signal) {
+    core.RequestStop(absl::StrCat("trl-coord received ", SignalName(signal)),
+                     128 + signal);
+  });
+
+  trl::Console console(stdout, stderr);
+  std::unique_ptr<trl::Agent> local_agent;
+  std::thread agent_thread;
+  if (!flags.no_local_agent) {
+    trl::AgentOptions agent_options;
+    agent_options.config = *config;
+    agent_options.coordinator_host = *host;
+    agent_options.coordinator_port = config->main_process_port;
+    agent_options.advertise_addr = o.advertise_addr;
+    agent_options.log_dir = o.log_dir;
+    agent_options.heartbeat_interval = std::chrono::milliseconds(
+        static_cast<int64_t>(o.heartbeat_interval_s * 1000));
+    agent_options.connect_timeout = std::chrono::seconds(30);
+    agent_options.local_gpu_count = machine.gpu_count;
+    agent_options.inherited_environment = trl::CurrentEnvironment();
+    agent_options.working_directory = std::filesystem::current_path().string();
+    local_agent = std::make_unique<trl::Agent>(agent_options, &console);
+    agent_thread = std::thread([&core, &local_agent] {
+      const int exit_code = local_agent->Run();
+      // If the local agent ended before the job did (refused, lost), the
+      // job cannot run: stop it.
+      core.RequestStop(
+          absl::StrCat("machine 0's agent ended with exit code ", exit_code),
+          exit_code == 0 ? 1 : exit_code);
+    });
+  }
+
+  std::optional<trl::JobOutcome> outcome;
+  while (!outcome) {
+    outcome = core.WaitForOutcome(steady_clock::now() + std::chrono::seconds(1));
+  }
+  core.WaitForLinksClosed(steady_clock::now() + std::chrono::seconds(10));
+  if (agent_thread.joinable()) agent_thread.join();
+  (*server)->Shutdown(1000);
+
+  const auto status = core.Status();
+  if (outcome->phase == trl::JobPhase::kSucceeded) {
+    log->info("job {} succeeded: {}", options.job_id, outcome->summary);
+  } else {
+    log->error("job {} {}: {}", options.job_id,
+               trl::JobPhaseName(outcome->phase), outcome->summary);
+    for (const auto& failure : status.failures()) {
+      for (const auto& line : failure.last_lines()) {
+        log->error("  | {}", line);
+      }
+    }
+  }
+  return std::clamp(outcome->exit_code, 0, 255);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  trl::BlockStopSignals();
+  CLI::App app{"trl-coord: the coordinator of a trl-launch job", "trl-coord"};
+  app.require_subcommand(1);
+
+  StartFlags start_flags;
+  CLI::App* start = app.add_subcommand(
+      "start", "Run the coordinator and machine 0's workers for a job");
+  trl::AddLaunchFlags(*start, start_flags.launch);
+  start->add_flag("--no_local_agent,--no-local-agent",
+                  start_flags.no_local_agent,
+                  "Do not run machine 0's agent in this process");
+  start->prefix_command();
+  start->footer(
+      "Everything after the flags is the command: a .py script runs as "
+      "`python3 -u script args...`.");
+
+  trl::PsFlags ps_flags;
+  CLI::App* ps = app.add_subcommand("ps", "Show a running job");
+  trl::AddPsFlags(*ps, ps_flags);
+
+  if (auto exit_code = trl::ParseCommandLine(app, argc, argv)) {
+    return *exit_code;
+  }
+  if (start->parsed()) return Start(start_flags, start->remaining());
+  return trl::RunPs(ps_flags);
+}

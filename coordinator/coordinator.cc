@@ -1,0 +1,222 @@
+#include "coordinator/coordinator.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/worker_environment.h"
+#include "coordinator/job_status.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("coord"); }
+
+WorkerExit FromProto(const pb::WorkerExited& exited) {
+  WorkerExit exit;
+  exit.exit_code = exited.exit_code();
+  exit.signal = exited.signal();
+  exit.start_error = exited.start_error();
+  exit.last_lines.assign(exited.last_lines().begin(), exited.last_lines().end());
+  return exit;
+}
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options,
+                         RendezvousSource rendezvous, Clock clock)
+    : options_(std::move(options)),
+      rendezvous_(std::move(rendezvous)),
+      clock_(std::move(clock)),
+      machine_(
+          JobSettings{options_.job_id, options_.config.num_machines,
+                      AgreementFingerprint(options_.config),
+                      options_.worker_argv},
+          clock_()) {}
+
+void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  links_.insert(link);
+  if (message.has_registration()) {
+    HandleRegistration(link, message.registration());
+    return;
+  }
+  auto found = machine_rank_of_.find(link);
+  if (found == machine_rank_of_.end()) return;  // not registered: ignored
+  const int m = found->second;
+  const TimePoint now = clock_();
+  machine_.Heartbeat(m, now);  // any message proves the agent alive
+  switch (message.body_case()) {
+    case pb::AgentMessage::kWorkerStarted: {
+      const auto& started = message.worker_started();
+      machine_.WorkerStarted(m, started.generation(), started.local_rank(),
+                             started.pid(), now);
+      break;
+    }
+    case pb::AgentMessage::kWorkerExited: {
+      const auto& exited = message.worker_exited();
+      Execute(machine_.WorkerExited(m, exited.generation(),
+                                    exited.local_rank(), FromProto(exited),
+                                    now));
+      break;
+    }
+    case pb::AgentMessage::kStopping: {
+      const auto& stopping = message.stopping();
+      const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
+      Execute(machine_.StopRequested(
+          absl::StrCat("the agent of machine ", m, " is stopping: ",
+                       stopping.reason()),
+          code, now));
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void Coordinator::HandleRegistration(AgentLink* link,
+                                     const pb::AgentRegistration& request) {
+  if (machine_rank_of_.count(link)) return;  // registers once per stream
+  AgentInfo info;
+  info.machine_rank = request.machine_rank();
+  info.hostname = request.hostname();
+  info.advertise_addr = request.advertise_addr();
+  info.interface_name = request.interface_name();
+  info.local_world_size = request.local_world_size();
+  info.local_device_count = request.local_device_count();
+  info.config_fingerprint.insert(request.config_fingerprint().begin(),
+                                 request.config_fingerprint().end());
+  const absl::Status status = machine_.Register(info, clock_());
+  pb::CoordinatorMessage reply;
+  reply.mutable_registration_reply()->set_accepted(status.ok());
+  reply.mutable_registration_reply()->set_job_id(options_.job_id);
+  if (!status.ok()) {
+    Log()->warn("refused the agent at {} (machine_rank {}, host {}): {}",
+                link->Peer(), info.machine_rank, info.hostname,
+                std::string(status.message()));
+    reply.mutable_registration_reply()->set_reason(std::string(status.message()));
+    link->Send(reply);
+    link->Close();
+    return;
+  }
+  machine_rank_of_[link] = info.machine_rank;
+  link->Send(reply);
+  Log()->info("machine {} registered: host {}, address {} ({}), {} workers; "
+              "{}/{} machines",
+              info.machine_rank, info.hostname, info.advertise_addr,
+              info.interface_name, info.local_world_size,
+              machine_.nodes().size(), options_.config.num_machines);
+  if (machine_.ReadyToStart()) StartGeneration();
+}
+
+void Coordinator::StartGeneration() {
+  const std::string master_addr = machine_.nodes().at(0).info.advertise_addr;
+  auto rendezvous = rendezvous_(master_addr);
+  if (!rendezvous.ok()) {
+    Execute(machine_.StopRequested(
+        absl::StrCat("cannot prepare the rendezvous: ",
+                     rendezvous.status().message()),
+        1, clock_()));
+    return;
+  }
+  const GenerationStart start = machine_.StartGeneration(clock_());
+  JobEnvironmentInputs inputs;
+  inputs.job_id = options_.job_id;
+  inputs.generation = start.generation;
+  inputs.world_size = start.world_size;
+  inputs.max_restarts = options_.max_restarts;
+  inputs.master_addr = start.master_addr;
+  inputs.master_port = rendezvous->master_port;
+  inputs.nccl_unique_id_hex = rendezvous->nccl_unique_id_hex;
+  inputs.coordinator_address = options_.coordinator_address;
+  const Environment job_env = BuildJobEnvironment(options_.config, inputs);
+  Log()->info("generation {}: world size {}, MASTER_ADDR={} MASTER_PORT={}",
+              start.generation, start.world_size, start.master_addr,
+              rendezvous->master_port);
+
+  pb::CoordinatorMessage message;
+  pb::Assignment* assignment = message.mutable_assignment();
+  assignment->set_job_id(options_.job_id);
+  assignment->set_generation(start.generation);
+  assignment->set_stop_grace_s(options_.stop_grace_s);
+  for (const auto& arg : options_.worker_argv) assignment->add_argv(arg);
+  assignment->mutable_job_environment()->insert(job_env.begin(), job_env.end());
+  for (const auto& node : start.nodes) {
+    assignment->set_machine_rank(node.machine_rank);
+    assignment->set_rank_offset(node.rank_offset);
+    assignment->set_local_world_size(node.local_world_size);
+    for (const auto& [link, m] : machine_rank_of_) {
+      if (m == node.machine_rank) link->Send(message);
+    }
+  }
+}
+
+void Coordinator::Execute(const Decision& decision) {
+  if (decision.stop_generation) {
+    Log()->warn("stopping generation {}: {}", machine_.generation(),
+                *decision.stop_generation);
+    pb::CoordinatorMessage stop;
+    stop.mutable_stop()->set_generation(machine_.generation());
+    stop.mutable_stop()->set_reason(*decision.stop_generation);
+    SendToRegistered(stop);
+  }
+  if (decision.finished) {
+    pb::CoordinatorMessage finished;
+    finished.mutable_finished()->set_state(
+        JobPhaseName(decision.finished->phase));
+    finished.mutable_finished()->set_exit_code(decision.finished->exit_code);
+    finished.mutable_finished()->set_summary(decision.finished->summary);
+    for (AgentLink* link : links_) {
+      link->Send(finished);
+      link->Close();
+    }
+  }
+  changed_.notify_all();
+}
+
+void Coordinator::SendToRegistered(const pb::CoordinatorMessage& message) {
+  for (const auto& [link, m] : machine_rank_of_) link->Send(message);
+}
+
+void Coordinator::OnDisconnected(AgentLink* link) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  links_.erase(link);
+  auto found = machine_rank_of_.find(link);
+  if (found != machine_rank_of_.end()) {
+    const int m = found->second;
+    machine_rank_of_.erase(found);
+    if (!IsFinished(machine_.phase())) {
+      Log()->warn("the agent of machine {} disconnected", m);
+    }
+    Execute(machine_.AgentDisconnected(m, clock_()));
+  }
+  changed_.notify_all();
+}
+
+void Coordinator::RequestStop(const std::string& reason, int exit_code) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Execute(machine_.StopRequested(reason, exit_code, clock_()));
+}
+
+pb::JobStatus Coordinator::Status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return DescribeJob(machine_, clock_());
+}
+
+std::optional<JobOutcome> Coordinator::WaitForOutcome(TimePoint deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_until(lock, deadline,
+                      [this] { return machine_.outcome().has_value(); });
+  return machine_.outcome();
+}
+
+bool Coordinator::WaitForLinksClosed(TimePoint deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return changed_.wait_until(lock, deadline, [this] { return links_.empty(); });
+}
+
+}  // namespace trl

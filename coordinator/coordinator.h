@@ -1,0 +1,87 @@
+// The coordinator's core: it owns the job state machine and the set of
+// connected agents, turns agent messages into state-machine events, and
+// carries out the resulting decisions by sending messages to agents.
+// Transport-free: gRPC streams reach it through AgentLink.
+//
+// Thread-safe: every public method takes the one mutex; nothing inside it
+// blocks on the network (AgentLink::Send only queues).
+#ifndef TRL_COORDINATOR_COORDINATOR_H_
+#define TRL_COORDINATOR_COORDINATOR_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/accelerate_config.h"
+#include "coordinator/agent_link.h"
+#include "coordinator/job_state_machine.h"
+#include "proto/trl_launch.pb.h"
+
+namespace trl {
+
+// What each generation needs from the outside world.
+struct RendezvousData {
+  int master_port = 0;
+  std::string nccl_unique_id_hex;  // empty without NCCL
+};
+using RendezvousSource =
+    std::function<absl::StatusOr<RendezvousData>(const std::string& master_addr)>;
+
+struct CoordinatorOptions {
+  AccelerateConfig config;
+  std::vector<std::string> worker_argv;
+  std::string job_id;
+  // host:port the coordinator serves on (TRL_COORDINATOR_ADDR).
+  std::string coordinator_address;
+  int max_restarts = 0;
+  double stop_grace_s = 30;
+};
+
+class Coordinator {
+ public:
+  using Clock = std::function<TimePoint()>;
+
+  Coordinator(CoordinatorOptions options, RendezvousSource rendezvous,
+              Clock clock);
+
+  void OnMessage(AgentLink* link, const trl::launch::v1::AgentMessage& message);
+  // Idempotent: a link may report its end more than once.
+  void OnDisconnected(AgentLink* link);
+  void RequestStop(const std::string& reason, int exit_code);
+
+  trl::launch::v1::JobStatus Status() const;
+  const std::string& job_id() const { return options_.job_id; }
+
+  // Blocks until the job has ended or the deadline passed.
+  std::optional<JobOutcome> WaitForOutcome(TimePoint deadline);
+  // Blocks until every agent stream has ended or the deadline passed.
+  bool WaitForLinksClosed(TimePoint deadline);
+
+ private:
+  void HandleRegistration(AgentLink* link,
+                          const trl::launch::v1::AgentRegistration& request);
+  void StartGeneration();
+  void Execute(const Decision& decision);
+  void SendToRegistered(const trl::launch::v1::CoordinatorMessage& message);
+
+  const CoordinatorOptions options_;
+  const RendezvousSource rendezvous_;
+  const Clock clock_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  JobStateMachine machine_;
+  std::set<AgentLink*> links_;
+  std::map<AgentLink*, int> machine_rank_of_;
+};
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_COORDINATOR_H_

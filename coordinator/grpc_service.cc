@@ -1,0 +1,205 @@
+#include "coordinator/grpc_service.h"
+
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "common/network.h"
+#include "proto/trl_launch.grpc.pb.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+
+namespace {
+
+constexpr int kMaxMessageBytes = 4 << 20;
+
+// One agent's stream. Owned by gRPC: it deletes itself in OnDone. Writes are
+// queued so that one is in flight at a time, and StartWrite/Finish are
+// called without holding the lock, since gRPC may run reactions inline.
+class AgentStream : public grpc::ServerBidiReactor<pb::AgentMessage,
+                                                   pb::CoordinatorMessage>,
+                    public AgentLink {
+ public:
+  AgentStream(Coordinator* core, std::string peer)
+      : core_(core), peer_(std::move(peer)) {
+    StartRead(&incoming_);
+  }
+
+  void Send(const pb::CoordinatorMessage& message) override {
+    const pb::CoordinatorMessage* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (close_requested_) return;
+      outgoing_.push_back(message);
+      if (writing_) return;
+      writing_ = true;
+      next = &outgoing_.front();
+    }
+    StartWrite(next);
+  }
+
+  void Close() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (close_requested_) return;
+      close_requested_ = true;
+      if (writing_ || finished_) return;
+      finished_ = true;
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  std::string Peer() const override { return peer_; }
+
+  void OnWriteDone(bool ok) override {
+    const pb::CoordinatorMessage* next = nullptr;
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      outgoing_.pop_front();
+      if (!ok) outgoing_.clear();  // the stream is broken
+      if (!outgoing_.empty()) {
+        next = &outgoing_.front();
+      } else {
+        writing_ = false;
+        if (close_requested_ && !finished_) finish = finished_ = true;
+      }
+    }
+    if (next) StartWrite(next);
+    if (finish) Finish(grpc::Status::OK);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      core_->OnDisconnected(this);
+      Close();
+      return;
+    }
+    core_->OnMessage(this, incoming_);
+    StartRead(&incoming_);
+  }
+
+  void OnDone() override {
+    core_->OnDisconnected(this);
+    delete this;
+  }
+
+ private:
+  Coordinator* const core_;
+  const std::string peer_;
+  pb::AgentMessage incoming_;
+  std::mutex mutex_;
+  std::deque<pb::CoordinatorMessage> outgoing_;  // front is in flight
+  bool writing_ = false;
+  bool close_requested_ = false;
+  bool finished_ = false;
+};
+
+// gRPC's own failure to bind says little; try the bind first to report why.
+absl::Status CheckCanListen(const std::string& host, int port) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
+                  &found) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", host, "' is not a numeric address"));
+  }
+  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int rc = fd < 0 ? -1 : bind(fd, found->ai_addr, found->ai_addrlen);
+  const int error = errno;
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  if (rc == 0) return absl::OkStatus();
+  if (error == EADDRINUSE) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "cannot listen on ", JoinHostPort(host, port),
+        ": the port is already in use (is another trl-coord running? choose "
+        "another --main_process_port)"));
+  }
+  if (error == EADDRNOTAVAIL) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot listen on ", JoinHostPort(host, port), ": ", host,
+        " is not an address of this machine (main_process_ip must be "
+        "machine 0's own address)"));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "cannot listen on ", JoinHostPort(host, port), ": ", std::strerror(error)));
+}
+
+}  // namespace
+
+class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
+ public:
+  explicit Service(Coordinator* core) : core_(core) {}
+
+  grpc::ServerBidiReactor<pb::AgentMessage, pb::CoordinatorMessage>* Attach(
+      grpc::CallbackServerContext* context) override {
+    return new AgentStream(core_, context->peer());
+  }
+
+  grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,
+                                         const pb::JobStatusRequest* request,
+                                         pb::JobStatus* reply) override {
+    *reply = core_->Status();
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+ private:
+  Coordinator* const core_;
+};
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const std::string& host, int port, Coordinator* core) {
+  if (absl::Status status = CheckCanListen(host, port); !status.ok()) {
+    return status;
+  }
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  server->service_ = std::make_unique<Service>(core);
+  grpc::ServerBuilder builder;
+  // One coordinator per port: never share it with another process.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddListeningPort(JoinHostPort(host, port),
+                           grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_ || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", JoinHostPort(host, port)));
+  }
+  return server;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(0); }
+
+void CoordinatorServer::Shutdown(int grace_ms) {
+  if (!server_) return;
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(grace_ms));
+  server_->Wait();
+  server_.reset();
+}
+
+}  // namespace trl

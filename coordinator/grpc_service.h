@@ -1,0 +1,42 @@
+// The coordinator's gRPC server: a thin adapter from gRPC's callback API to
+// Coordinator. No thread per agent: each agent's stream is a reactor that
+// gRPC's own thread pool drives.
+#ifndef TRL_COORDINATOR_GRPC_SERVICE_H_
+#define TRL_COORDINATOR_GRPC_SERVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/coordinator.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace trl {
+
+class CoordinatorServer {
+ public:
+  // Listens on host:port (exactly that address; a second server on the same
+  // port fails), serving `core`, which must outlive the server.
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+      const std::string& host, int port, Coordinator* core);
+  ~CoordinatorServer();
+
+  int port() const { return port_; }
+  // Stops accepting calls and ends open streams within `grace_ms`.
+  void Shutdown(int grace_ms);
+
+ private:
+  class Service;
+  CoordinatorServer() = default;
+
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_GRPC_SERVICE_H_

@@ -1,0 +1,177 @@
+// The job's lifecycle as a pure state machine: agents register, a generation
+// is assigned, workers start and exit, the job ends. It opens no sockets,
+// starts no threads and never reads a clock: every event carries `now`, and
+// every method returns what the caller (the gRPC edge) must do next.
+//
+// Not thread-safe: the owner serialises calls.
+#ifndef TRL_COORDINATOR_JOB_STATE_MACHINE_H_
+#define TRL_COORDINATOR_JOB_STATE_MACHINE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace trl {
+
+using TimePoint = std::chrono::steady_clock::time_point;
+
+struct AgentInfo {
+  int machine_rank = 0;
+  std::string hostname;
+  std::string advertise_addr;
+  std::string interface_name;
+  int local_world_size = 0;
+  int local_device_count = 0;
+  std::map<std::string, std::string> config_fingerprint;
+};
+
+enum class JobPhase {
+  kWaitingForAgents,
+  kRunning,
+  kStopping,
+  kSucceeded,
+  kFailed,
+  kStopped,
+};
+const char* JobPhaseName(JobPhase phase);
+bool IsFinished(JobPhase phase);
+
+enum class RankState { kPending, kRunning, kSucceeded, kFailed, kStopped, kLost };
+const char* RankStateName(RankState state);
+
+struct WorkerExit {
+  int exit_code = 0;
+  int signal = 0;
+  std::string start_error;  // the worker never ran
+  std::vector<std::string> last_lines;
+
+  bool Succeeded() const {
+    return exit_code == 0 && signal == 0 && start_error.empty();
+  }
+  // "exited with code 3", "was killed by signal 9 (SIGKILL)", ...
+  std::string Describe() const;
+  // The exit status a launcher reports for it (128+signal for signals).
+  int LauncherExitCode() const;
+};
+
+struct RankRecord {
+  int rank = 0;
+  int local_rank = 0;
+  int machine_rank = 0;
+  int pid = 0;
+  RankState state = RankState::kPending;
+  WorkerExit exit;
+};
+
+struct NodeRecord {
+  AgentInfo info;
+  bool connected = true;
+  TimePoint last_heartbeat;
+  int rank_offset = 0;
+};
+
+struct FailureRecord {
+  int64_t generation = 0;
+  int rank = -1;  // -1: not a worker's failure (a lost agent, a signal)
+  int machine_rank = -1;
+  std::string hostname;
+  WorkerExit exit;
+  std::string reason;
+};
+
+struct NodeAssignment {
+  int machine_rank = 0;
+  int rank_offset = 0;
+  int local_world_size = 0;
+};
+
+struct GenerationStart {
+  int64_t generation = 0;
+  int world_size = 0;
+  // Machine 0's advertised address.
+  std::string master_addr;
+  std::vector<NodeAssignment> nodes;
+};
+
+struct JobOutcome {
+  JobPhase phase = JobPhase::kSucceeded;
+  int exit_code = 0;
+  std::string summary;
+};
+
+// What the edge must do after an event. Several fields may be set at once.
+struct Decision {
+  // Tell every agent to stop the current generation, with this reason.
+  std::optional<std::string> stop_generation;
+  // The job ended: tell every agent and finish.
+  std::optional<JobOutcome> finished;
+};
+
+struct JobSettings {
+  std::string job_id;
+  int num_machines = 1;
+  // Settings every agent's config must agree on, key -> value.
+  std::map<std::string, std::string> config_fingerprint;
+  std::vector<std::string> command;
+};
+
+class JobStateMachine {
+ public:
+  JobStateMachine(JobSettings settings, TimePoint now);
+
+  // Accepts an agent, or says why not (duplicate or out-of-range
+  // machine_rank, a config that differs, a job past registration).
+  absl::Status Register(const AgentInfo& agent, TimePoint now);
+  void Heartbeat(int machine_rank, TimePoint now);
+  Decision AgentDisconnected(int machine_rank, TimePoint now);
+
+  // True once every machine has registered and no generation runs yet.
+  bool ReadyToStart() const;
+  // Assigns ranks for the next generation. Requires ReadyToStart().
+  GenerationStart StartGeneration(TimePoint now);
+
+  void WorkerStarted(int machine_rank, int64_t generation, int local_rank,
+                     int pid, TimePoint now);
+  Decision WorkerExited(int machine_rank, int64_t generation, int local_rank,
+                        const WorkerExit& exit, TimePoint now);
+  // Stops the job (a signal, an operator): stop workers, then end as
+  // kStopped with `exit_code`.
+  Decision StopRequested(const std::string& reason, int exit_code,
+                         TimePoint now);
+
+  const JobSettings& settings() const { return settings_; }
+  JobPhase phase() const { return phase_; }
+  int64_t generation() const { return generation_; }
+  int world_size() const { return static_cast<int>(ranks_.size()); }
+  TimePoint created_at() const { return created_at_; }
+  const std::map<int, NodeRecord>& nodes() const { return nodes_; }
+  const std::vector<RankRecord>& ranks() const { return ranks_; }
+  const std::vector<FailureRecord>& failures() const { return failures_; }
+  const std::optional<JobOutcome>& outcome() const { return outcome_; }
+
+ private:
+  RankRecord* FindRank(int machine_rank, int64_t generation, int local_rank);
+  Decision Fail(FailureRecord failure, int exit_code);
+  // Ends the job when nothing of the current generation is alive any more.
+  void MaybeFinish(Decision& decision);
+
+  JobSettings settings_;
+  TimePoint created_at_;
+  JobPhase phase_ = JobPhase::kWaitingForAgents;
+  int64_t generation_ = -1;  // none assigned yet
+  std::map<int, NodeRecord> nodes_;
+  std::vector<RankRecord> ranks_;
+  std::vector<FailureRecord> failures_;
+  // Set when stopping starts: what the job ends as once workers are gone.
+  std::optional<JobOutcome> pending_outcome_;
+  std::optional<JobOutcome> outcome_;
+};
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_JOB_STATE_MACHINE_H_

@@ -1,0 +1,125 @@
+#include "coordinator/job_status.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+
+namespace {
+
+double Seconds(TimePoint from, TimePoint to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+std::string NodeState(const JobStateMachine& machine, const NodeRecord& node) {
+  if (!node.connected) return "disconnected";
+  if (machine.phase() == JobPhase::kWaitingForAgents) return "registered";
+  return JobPhaseName(machine.phase());
+}
+
+std::string ExitText(int exit_code, int signal, const std::string& state) {
+  if (state == "pending" || state == "running") return "-";
+  if (signal != 0) return absl::StrCat("signal ", signal);
+  return std::to_string(exit_code);
+}
+
+}  // namespace
+
+pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
+  pb::JobStatus status;
+  status.set_job_id(machine.settings().job_id);
+  status.set_state(JobPhaseName(machine.phase()));
+  status.set_generation(machine.generation());
+  status.set_world_size(machine.world_size());
+  status.set_num_machines(machine.settings().num_machines);
+  status.set_uptime_s(Seconds(machine.created_at(), now));
+  for (const auto& arg : machine.settings().command) status.add_command(arg);
+  for (const auto& [m, node] : machine.nodes()) {
+    pb::NodeStatus* out = status.add_nodes();
+    out->set_machine_rank(m);
+    out->set_hostname(node.info.hostname);
+    out->set_address(node.info.advertise_addr);
+    out->set_state(NodeState(machine, node));
+    out->set_workers(node.info.local_world_size);
+    out->set_last_heartbeat_age_s(Seconds(node.last_heartbeat, now));
+  }
+  for (const auto& rank : machine.ranks()) {
+    pb::RankStatus* out = status.add_ranks();
+    out->set_rank(rank.rank);
+    out->set_local_rank(rank.local_rank);
+    out->set_machine_rank(rank.machine_rank);
+    out->set_pid(rank.pid);
+    out->set_state(RankStateName(rank.state));
+    out->set_exit_code(rank.exit.exit_code);
+    out->set_signal(rank.exit.signal);
+  }
+  for (const auto& failure : machine.failures()) {
+    pb::FailureRecord* out = status.add_failures();
+    out->set_generation(failure.generation);
+    out->set_rank(failure.rank);
+    out->set_machine_rank(failure.machine_rank);
+    out->set_hostname(failure.hostname);
+    out->set_exit_code(failure.exit.exit_code);
+    out->set_signal(failure.exit.signal);
+    out->set_reason(failure.reason);
+    for (const auto& line : failure.exit.last_lines) out->add_last_lines(line);
+  }
+  return status;
+}
+
+std::string FormatJobTable(const pb::JobStatus& s) {
+  std::string out = absl::StrFormat(
+      "JOB %s  state %s  generation %d  world size %d  machines %d  uptime "
+      "%.1fs\n  command: %s\n",
+      s.job_id(), s.state(), s.generation(), s.world_size(), s.num_machines(),
+      s.uptime_s(), absl::StrJoin(s.command(), " "));
+  absl::StrAppendFormat(&out, "\n%-8s %-20s %-16s %-14s %-8s %s\n", "MACHINE",
+                        "HOST", "ADDRESS", "STATE", "WORKERS", "HEARTBEAT");
+  for (const auto& node : s.nodes()) {
+    absl::StrAppendFormat(&out, "%-8d %-20s %-16s %-14s %-8d %.1fs ago\n",
+                          node.machine_rank(), node.hostname(), node.address(),
+                          node.state(), node.workers(),
+                          node.last_heartbeat_age_s());
+  }
+  if (s.ranks_size() > 0) {
+    absl::StrAppendFormat(&out, "\n%-6s %-6s %-8s %-8s %-10s %s\n", "RANK",
+                          "LOCAL", "MACHINE", "PID", "STATE", "EXIT");
+    for (const auto& rank : s.ranks()) {
+      absl::StrAppendFormat(
+          &out, "%-6d %-6d %-8d %-8d %-10s %s\n", rank.rank(),
+          rank.local_rank(), rank.machine_rank(), rank.pid(), rank.state(),
+          ExitText(rank.exit_code(), rank.signal(), rank.state()));
+    }
+  }
+  if (s.failures_size() > 0) {
+    absl::StrAppend(&out, "\nFAILURES (root cause first)\n");
+    for (const auto& failure : s.failures()) {
+      absl::StrAppendFormat(&out, "  generation %d: %s\n", failure.generation(),
+                            failure.reason());
+      for (const auto& line : failure.last_lines()) {
+        absl::StrAppend(&out, "    | ", line, "\n");
+      }
+    }
+  }
+  return out;
+}
+
+std::string FormatJobJson(const pb::JobStatus& status) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(status, &json, options);
+  return json;
+}
+
+}  // namespace trl

@@ -1,0 +1,63 @@
+#include "coordinator/ps_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "common/launch_options.h"
+#include "common/local_machine.h"
+#include "common/network.h"
+#include "coordinator/job_status.h"
+#include "proto/trl_launch.grpc.pb.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+
+void AddPsFlags(CLI::App& app, PsFlags& flags) {
+  app.add_option("--config_file,--config-file", flags.config_file,
+                 "Accelerate config of the job (main_process_ip:port)");
+  app.add_option("--address", flags.address,
+                 "The coordinator's host:port (overrides the config)");
+  app.add_flag("--json", flags.json, "Print JSON");
+  app.add_option("--timeout", flags.timeout_s, "Seconds to wait for an answer");
+}
+
+int RunPs(const PsFlags& flags) {
+  std::string address = flags.address;
+  if (address.empty()) {
+    LaunchOptions options;
+    options.config_file = flags.config_file;
+    auto config = ResolveLaunchConfig(options, ReadLocalMachine());
+    if (!config.ok()) {
+      std::fprintf(stderr, "trl-coord ps: error: %s\n",
+                   std::string(config.status().message()).c_str());
+      return 2;
+    }
+    address = JoinHostPort(config->main_process_ip, config->main_process_port);
+  }
+  auto channel =
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = pb::Coordinator::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(
+                           static_cast<int64_t>(flags.timeout_s * 1000)));
+  pb::JobStatus status;
+  const grpc::Status rpc =
+      stub->GetJobStatus(&context, pb::JobStatusRequest(), &status);
+  if (!rpc.ok()) {
+    std::fprintf(stderr,
+                 "trl-coord ps: cannot get the job's status from %s: %s\n",
+                 address.c_str(), rpc.error_message().c_str());
+    return 1;
+  }
+  const std::string text =
+      flags.json ? FormatJobJson(status) : FormatJobTable(status);
+  std::fputs(text.c_str(), stdout);
+  if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace trl

@@ -1,0 +1,29 @@
+// `trl-coord ps`: asks a running coordinator for the job's status and
+// prints it as a table or as JSON.
+#ifndef TRL_COORDINATOR_PS_CLIENT_H_
+#define TRL_COORDINATOR_PS_CLIENT_H_
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace trl {
+
+struct PsFlags {
+  std::string config_file;
+  std::string address;  // host:port; overrides the config
+  bool json = false;
+  double timeout_s = 5;
+};
+
+void AddPsFlags(CLI::App& app, PsFlags& flags);
+
+// Returns the process exit code: 0, 1 when the coordinator cannot be
+// reached, 2 for bad flags or config.
+int RunPs(const PsFlags& flags);
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_PS_CLIENT_H_

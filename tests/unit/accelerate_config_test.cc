@@ -1,0 +1,3 @@
+#include "common/accelerate_config.h"
+#include <gtest/gtest.h>
+TEST(Placeholder, Builds) { EXPECT_TRUE(true); }
