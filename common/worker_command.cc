@@ -1,5 +1,6 @@
 #include "common/worker_command.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/status/status.h"
@@ -31,17 +32,29 @@ absl::StatusOr<std::vector<std::string>> BuildWorkerArgv(
   return argv;
 }
 
+namespace {
+
+// A regular file with an execute bit (access(X_OK) says yes to root for
+// files without one being executable by nobody).
+bool IsExecutableFile(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+         (info.st_mode & 0111) != 0 && access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ResolveExecutable(const std::string& program,
                                               const std::string& search_path) {
   if (program.find('/') != std::string::npos) {
-    if (access(program.c_str(), X_OK) == 0) return program;
+    if (IsExecutableFile(program)) return program;
     return absl::NotFoundError(
         absl::StrCat("'", program, "' is not an executable file"));
   }
   for (absl::string_view dir : absl::StrSplit(search_path, ':')) {
     const std::string candidate =
         absl::StrCat(dir.empty() ? "." : dir, "/", program);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (IsExecutableFile(candidate)) return candidate;
   }
   return absl::NotFoundError(
       absl::StrCat("'", program, "' was not found on PATH (", search_path, ")"));

@@ -1,0 +1,114 @@
+#include "common/launch_options.h"
+
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+
+namespace trl {
+namespace {
+
+std::string ConfigPath(const std::string& name) {
+  return std::string(TRL_SOURCE_DIR) + "/tests/data/accelerate_configs/" + name;
+}
+
+// Parses `args` as trl-agent would and resolves the config.
+absl::StatusOr<AccelerateConfig> Resolve(std::vector<std::string> args,
+                                         LocalMachine machine = {}) {
+  CLI::App app;
+  LaunchOptions options;
+  AddLaunchFlags(app, options);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  app.parse(reversed);
+  return ResolveLaunchConfig(options, machine);
+}
+
+TEST(LaunchOptionsTest, BuiltInDefaultIsOneCpuProcess) {
+  auto config = Resolve({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->source, "built-in default");
+  EXPECT_EQ(config->num_processes, 1);
+  EXPECT_EQ(config->num_machines, 1);
+  EXPECT_TRUE(config->use_cpu);
+  EXPECT_EQ(config->distributed_type, "NO");
+  EXPECT_EQ(config->main_process_ip, "127.0.0.1");
+}
+
+TEST(LaunchOptionsTest, BuiltInDefaultUsesEveryGpu) {
+  LocalMachine machine;
+  machine.gpu_count = 4;
+  auto config = Resolve({}, machine);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_processes, 4);
+  EXPECT_FALSE(config->use_cpu);
+  EXPECT_EQ(config->distributed_type, "MULTI_GPU");
+}
+
+TEST(LaunchOptionsTest, BuiltInDefaultWithTwoCpuProcesses) {
+  auto config = Resolve({"--num_processes", "2"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_processes, 2);
+  EXPECT_EQ(config->distributed_type, "MULTI_CPU");
+}
+
+TEST(LaunchOptionsTest, FlagsOverrideTheFileInBothSpellings) {
+  auto config = Resolve({"--config_file", ConfigPath("multi_node.yaml"),
+                         "--main-process-ip", "10.231.0.1", "--machine_rank",
+                         "1", "--num-processes", "4", "--mixed_precision",
+                         "FP16", "--gpu-ids", "0,1"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->main_process_ip, "10.231.0.1");
+  EXPECT_EQ(config->machine_rank, 1);
+  EXPECT_EQ(config->num_processes, 4);
+  EXPECT_EQ(config->mixed_precision, "fp16");
+  EXPECT_FALSE(config->mixed_precision_from_file);
+  EXPECT_EQ(config->gpu_ids, "0,1");
+  EXPECT_EQ(config->main_process_port, 9999);  // from the file
+}
+
+TEST(LaunchOptionsTest, MultiNodeTemplateNeedsARealAddress) {
+  auto config = Resolve({"--config_file", ConfigPath("multi_node.yaml")});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("'1234'"), std::string::npos)
+      << config.status();
+}
+
+TEST(LaunchOptionsTest, EverySharedConfigIsAccepted) {
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::string(TRL_SOURCE_DIR) + "/tests/data/accelerate_configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    std::vector<std::string> args = {"--config_file", entry.path().string()};
+    if (entry.path().filename() == "multi_node.yaml") {
+      args.insert(args.end(), {"--main_process_ip", "10.231.0.1"});
+    }
+    auto config = Resolve(args);
+    EXPECT_TRUE(config.ok()) << entry.path() << ": " << config.status();
+  }
+}
+
+TEST(LaunchOptionsTest, ReadsAccelerateDefaultConfigFile) {
+  const auto home = std::filesystem::temp_directory_path() /
+                    ("trl-hf-home-" + std::to_string(getpid()));
+  std::filesystem::create_directories(home / "accelerate");
+  std::ofstream(home / "accelerate" / "default_config.yaml")
+      << "distributed_type: MULTI_CPU\nnum_processes: 3\nuse_cpu: true\n";
+  LocalMachine machine;
+  machine.hf_home = home.string();
+  auto config = Resolve({}, machine);
+  std::filesystem::remove_all(home);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->num_processes, 3);
+  EXPECT_EQ(config->distributed_type, "MULTI_CPU");
+  EXPECT_NE(config->source.find("default_config.yaml"), std::string::npos);
+}
+
+TEST(LaunchOptionsTest, BadOverrideIsValidatedAfterwards) {
+  auto config = Resolve({"--num_machines", "2", "--num_processes", "3",
+                         "--main_process_ip", "10.0.0.1"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("not divisible"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trl

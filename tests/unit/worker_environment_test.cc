@@ -1,0 +1,222 @@
+#include "common/worker_environment.h"
+
+#include <gtest/gtest.h>
+
+#include "common/accelerate_config.h"
+#include "common/rank_layout.h"
+
+namespace trl {
+namespace {
+
+AccelerateConfig Load(const std::string& name) {
+  auto config = LoadAccelerateConfigFile(std::string(TRL_SOURCE_DIR) +
+                                         "/tests/data/accelerate_configs/" +
+                                         name);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return *config;
+}
+
+JobEnvironmentInputs Inputs() {
+  JobEnvironmentInputs inputs;
+  inputs.job_id = "job-1";
+  inputs.generation = 3;
+  inputs.world_size = 16;
+  inputs.max_restarts = 5;
+  inputs.master_addr = "10.231.0.1";
+  inputs.master_port = 41000;
+  inputs.coordinator_address = "10.231.0.1:9999";
+  return inputs;
+}
+
+// Every key of `expected` is in `env` with exactly that value.
+void ExpectContains(const Environment& env, const Environment& expected) {
+  for (const auto& [name, value] : expected) {
+    auto it = env.find(name);
+    if (it == env.end()) {
+      ADD_FAILURE() << name << " is missing";
+    } else {
+      EXPECT_EQ(it->second, value) << name;
+    }
+  }
+}
+
+TEST(JobEnvironmentTest, TorchrunVariables) {
+  AccelerateConfig config = Load("multi_gpu.yaml");
+  config.num_machines = 2;
+  const Environment env = BuildJobEnvironment(config, Inputs());
+  ExpectContains(env, {{"WORLD_SIZE", "16"},
+                       {"ROLE_WORLD_SIZE", "16"},
+                       {"GROUP_WORLD_SIZE", "2"},
+                       {"ROLE_NAME", "default"},
+                       {"MASTER_ADDR", "10.231.0.1"},
+                       {"MASTER_PORT", "41000"},
+                       {"TORCHELASTIC_RESTART_COUNT", "3"},
+                       {"TORCHELASTIC_MAX_RESTARTS", "5"},
+                       {"TORCHELASTIC_RUN_ID", "job-1"},
+                       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+                       {"TRL_JOB_ID", "job-1"},
+                       {"TRL_GENERATION", "3"},
+                       {"TRL_COORDINATOR_ADDR", "10.231.0.1:9999"}});
+  EXPECT_EQ(env.count("TRL_NCCL_UNIQUE_ID"), 0u);
+}
+
+TEST(JobEnvironmentTest, NcclUniqueIdWhenGiven) {
+  JobEnvironmentInputs inputs = Inputs();
+  inputs.nccl_unique_id_hex = "abcd";
+  const Environment env = BuildJobEnvironment(Load("multi_gpu.yaml"), inputs);
+  EXPECT_EQ(env.at("TRL_NCCL_UNIQUE_ID"), "abcd");
+}
+
+TEST(JobEnvironmentTest, MultiGpuAsAccelerateSetsIt) {
+  const Environment env = BuildJobEnvironment(Load("multi_gpu.yaml"), Inputs());
+  ExpectContains(env, {{"ACCELERATE_MIXED_PRECISION", "bf16"},
+                       {"ACCELERATE_DYNAMO_BACKEND", "NO"},
+                       {"ACCELERATE_DYNAMO_MODE", "default"},
+                       {"ACCELERATE_DYNAMO_USE_FULLGRAPH", "False"},
+                       {"ACCELERATE_DYNAMO_USE_DYNAMIC", "False"}});
+  EXPECT_EQ(env.count("ACCELERATE_USE_CPU"), 0u);
+  EXPECT_EQ(env.count("ACCELERATE_USE_FSDP"), 0u);
+  EXPECT_EQ(env.count("ACCELERATE_USE_DEEPSPEED"), 0u);
+  EXPECT_EQ(env.count("ACCELERATE_DEBUG_MODE"), 0u);
+}
+
+TEST(JobEnvironmentTest, DeepSpeedAsAccelerateSetsIt) {
+  const Environment env =
+      BuildJobEnvironment(Load("deepspeed_zero3.yaml"), Inputs());
+  ExpectContains(
+      env,
+      {{"ACCELERATE_USE_DEEPSPEED", "true"},
+       {"ACCELERATE_MIXED_PRECISION", "bf16"},
+       {"ACCELERATE_CONFIG_DS_FIELDS",
+        "deepspeed_multinode_launcher,offload_optimizer_device,"
+        "offload_param_device,zero3_init_flag,zero3_save_16bit_model,zero_"
+        "stage,mixed_precision"},
+       {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "3"},
+       {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none"},
+       {"ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none"},
+       {"ACCELERATE_DEEPSPEED_ZERO3_INIT", "true"},
+       {"ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "true"}});
+  // The DeepSpeed launcher sets no dynamo variables.
+  EXPECT_EQ(env.count("ACCELERATE_DYNAMO_BACKEND"), 0u);
+}
+
+TEST(JobEnvironmentTest, DeepSpeedZero1GradientAccumulation) {
+  const Environment env =
+      BuildJobEnvironment(Load("deepspeed_zero1.yaml"), Inputs());
+  ExpectContains(env, {{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "1"},
+                       {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "1"},
+                       {"ACCELERATE_DEEPSPEED_ZERO3_INIT", "false"}});
+}
+
+TEST(JobEnvironmentTest, FsdpAsAccelerateSetsIt) {
+  const Environment env = BuildJobEnvironment(Load("fsdp1.yaml"), Inputs());
+  ExpectContains(env, {{"ACCELERATE_USE_FSDP", "true"},
+                       {"FSDP_VERSION", "1"},
+                       {"FSDP_RESHARD_AFTER_FORWARD", "full_shard"},
+                       {"FSDP_OFFLOAD_PARAMS", "false"},
+                       {"FSDP_AUTO_WRAP_POLICY", "TRANSFORMER_BASED_WRAP"},
+                       {"FSDP_BACKWARD_PREFETCH", "BACKWARD_PRE"},
+                       {"FSDP_STATE_DICT_TYPE", "FULL_STATE_DICT"},
+                       {"FSDP_FORWARD_PREFETCH", "true"},
+                       {"FSDP_USE_ORIG_PARAMS", "true"},
+                       {"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"},
+                       {"FSDP_SYNC_MODULE_STATES", "true"},
+                       {"FSDP_ACTIVATION_CHECKPOINTING", "false"},
+                       {"ACCELERATE_DYNAMO_BACKEND", "NO"}});
+  const Environment env2 = BuildJobEnvironment(Load("fsdp2.yaml"), Inputs());
+  ExpectContains(env2, {{"FSDP_VERSION", "2"},
+                        {"FSDP_RESHARD_AFTER_FORWARD", "true"}});
+}
+
+TEST(JobEnvironmentTest, CpuRunsSayCpu) {
+  AccelerateConfig config;
+  config.distributed_type = "MULTI_CPU";
+  config.use_cpu = true;
+  config.debug = true;
+  const Environment env = BuildJobEnvironment(config, Inputs());
+  ExpectContains(env, {{"ACCELERATE_USE_CPU", "True"},
+                       {"ACCELERATE_MIXED_PRECISION", "no"},
+                       {"ACCELERATE_DEBUG_MODE", "true"}});
+}
+
+TEST(WorkerEnvironmentTest, RankVariables) {
+  RankEnvironmentInputs inputs;
+  inputs.machine_rank = 1;
+  inputs.rank_offset = 8;
+  inputs.local_world_size = 8;
+  inputs.local_rank = 3;
+  inputs.interface_name = "eth1";
+  inputs.error_file = "/tmp/e.json";
+  inputs.heartbeat_file = "/tmp/hb";
+  const Environment env =
+      BuildWorkerEnvironment({{"PATH", "/bin"}}, {{"WORLD_SIZE", "16"}}, inputs);
+  ExpectContains(env, {{"PATH", "/bin"},
+                       {"WORLD_SIZE", "16"},
+                       {"RANK", "11"},
+                       {"ROLE_RANK", "11"},
+                       {"LOCAL_RANK", "3"},
+                       {"LOCAL_WORLD_SIZE", "8"},
+                       {"GROUP_RANK", "1"},
+                       {"TORCHELASTIC_ERROR_FILE", "/tmp/e.json"},
+                       {"TRL_HEARTBEAT_FILE", "/tmp/hb"},
+                       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+                       {"OMP_NUM_THREADS", "1"},
+                       {"NCCL_SOCKET_IFNAME", "eth1"},
+                       {"GLOO_SOCKET_IFNAME", "eth1"}});
+  EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u);  // gpu_ids: all
+}
+
+TEST(WorkerEnvironmentTest, UserSettingsWin) {
+  RankEnvironmentInputs inputs;
+  inputs.local_world_size = 2;
+  inputs.interface_name = "eth1";
+  const Environment env = BuildWorkerEnvironment(
+      {{"OMP_NUM_THREADS", "8"},
+       {"NCCL_SOCKET_IFNAME", "ib0"},
+       {"GLOO_SOCKET_IFNAME", "ib0"},
+       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
+       {"RANK", "99"}},
+      {}, inputs);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "8");
+  EXPECT_EQ(env.at("NCCL_SOCKET_IFNAME"), "ib0");
+  EXPECT_EQ(env.at("GLOO_SOCKET_IFNAME"), "ib0");
+  EXPECT_EQ(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "0");
+  EXPECT_EQ(env.at("RANK"), "0");  // the launcher's own variables always win
+}
+
+TEST(WorkerEnvironmentTest, OneProcessPerNodeLeavesOmpAlone) {
+  RankEnvironmentInputs inputs;
+  inputs.local_world_size = 1;
+  EXPECT_EQ(BuildWorkerEnvironment({}, {}, inputs).count("OMP_NUM_THREADS"),
+            0u);
+}
+
+TEST(WorkerEnvironmentTest, GpuIdsBecomeCudaVisibleDevices) {
+  RankEnvironmentInputs inputs;
+  inputs.gpu_ids = "0,2";
+  EXPECT_EQ(BuildWorkerEnvironment({}, {}, inputs).at("CUDA_VISIBLE_DEVICES"),
+            "0,2");
+  // Not for CPU runs.
+  EXPECT_EQ(BuildWorkerEnvironment({}, {{"ACCELERATE_USE_CPU", "True"}}, inputs)
+                .count("CUDA_VISIBLE_DEVICES"),
+            0u);
+}
+
+TEST(WorkerEnvironmentTest, DeepSpeedAddsLaunchDirectoryToPythonPath) {
+  RankEnvironmentInputs inputs;
+  inputs.working_directory = "/work/run";
+  const Environment env = BuildWorkerEnvironment(
+      {{"PYTHONPATH", "/opt/lib"}}, {{"ACCELERATE_USE_DEEPSPEED", "true"}},
+      inputs);
+  EXPECT_EQ(env.at("PYTHONPATH"), "/opt/lib:/work/run");
+}
+
+TEST(RankLayoutTest, ContiguousPerMachineInMachineRankOrder) {
+  const RankLayout layout = ComputeRankLayout({4, 4, 2});
+  EXPECT_EQ(layout.world_size, 10);
+  EXPECT_EQ(layout.rank_offsets, (std::vector<int>{0, 4, 8}));
+  EXPECT_EQ(ComputeRankLayout({}).world_size, 0);
+}
+
+}  // namespace
+}  // namespace trl
