@@ -1,0 +1,180 @@
+// Driving a job like a user: `trl-coord ps` while it runs, Ctrl-C, and bad
+// input that must be refused before anything starts.
+#include <google/protobuf/util/json_util.h>
+#include <signal.h>
+
+#include "proto/trl_launch.pb.h"
+#include "tests/integration/launcher_fixture.h"
+
+namespace trl::testing {
+namespace {
+
+namespace pb = trl::launch::v1;
+
+std::optional<pb::JobStatus> PsJson(int port) {
+  Subprocess ps({TRL_COORD_BIN, "ps", "--address",
+                 "127.0.0.1:" + std::to_string(port), "--json"});
+  if (ps.Wait(seconds(10)) != 0) return std::nullopt;
+  pb::JobStatus status;
+  if (!google::protobuf::util::JsonStringToMessage(ps.Stdout(), &status).ok()) {
+    return std::nullopt;
+  }
+  return status;
+}
+
+// Waits until ps shows every rank of the job running, and returns that view.
+pb::JobStatus WaitUntilRunning(int port, int world_size) {
+  pb::JobStatus seen;
+  WaitUntil(
+      [&] {
+        auto status = PsJson(port);
+        if (!status || status->state() != "running" ||
+            status->ranks_size() != world_size) {
+          return false;
+        }
+        for (const auto& rank : status->ranks()) {
+          if (rank.state() != "running") return false;
+        }
+        seen = *status;
+        return true;
+      },
+      seconds(30));
+  return seen;
+}
+
+TEST_F(LauncherTest, PsShowsTheRunningJob) {
+  auto agent = StartAgent(2, 4, 1);
+  auto coord = StartCoordinator(2, 4, Worker({"--sleep", "2"}));
+  const pb::JobStatus status = WaitUntilRunning(port_, 4);
+  ASSERT_EQ(status.ranks_size(), 4) << coord->Output();
+  EXPECT_EQ(status.world_size(), 4);
+  EXPECT_EQ(status.num_machines(), 2);
+  EXPECT_EQ(status.generation(), 0);
+  EXPECT_EQ(status.command(0), TRL_ENV_WORKER_BIN);
+  ASSERT_EQ(status.nodes_size(), 2);
+  for (const auto& node : status.nodes()) {
+    EXPECT_EQ(node.address(), "127.0.0.1");
+    EXPECT_EQ(node.workers(), 2);
+    EXPECT_LT(node.last_heartbeat_age_s(), 5.0);
+  }
+  for (const auto& rank : status.ranks()) {
+    EXPECT_TRUE(ProcessExists(rank.pid())) << rank.pid();
+    worker_pids_.insert(rank.pid());
+  }
+  // The table form names the job and every rank.
+  Subprocess table({TRL_COORD_BIN, "ps", "--address",
+                    "127.0.0.1:" + std::to_string(port_)});
+  ASSERT_EQ(table.Wait(seconds(10)), 0) << table.Output();
+  EXPECT_NE(table.Stdout().find("JOB " + status.job_id()), std::string::npos)
+      << table.Stdout();
+  EXPECT_NE(table.Stdout().find("RANK"), std::string::npos);
+
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+}
+
+TEST_F(LauncherTest, PsWithoutACoordinatorSaysSo) {
+  Subprocess ps({TRL_COORD_BIN, "ps", "--address",
+                 "127.0.0.1:" + std::to_string(port_), "--timeout", "1"});
+  EXPECT_EQ(ps.Wait(seconds(10)), 1);
+  EXPECT_NE(ps.Stderr().find("cannot get the job's status"), std::string::npos)
+      << ps.Output();
+}
+
+TEST_F(LauncherTest, InterruptStopsEveryWorkerOnEveryMachine) {
+  auto agent = StartAgent(2, 4, 1);
+  auto coord = StartCoordinator(2, 4, Worker({"--sleep", "120"}));
+  const pb::JobStatus status = WaitUntilRunning(port_, 4);
+  ASSERT_EQ(status.ranks_size(), 4) << coord->Output();
+  for (const auto& rank : status.ranks()) worker_pids_.insert(rank.pid());
+  coord->Signal(SIGINT);
+  EXPECT_EQ(coord->Wait(seconds(20)), 128 + SIGINT) << coord->Output();
+  EXPECT_EQ(agent->Wait(seconds(20)), 128 + SIGINT) << agent->Output();
+  EXPECT_NE(coord->Stderr().find("trl-coord received SIGINT"),
+            std::string::npos);
+}
+
+TEST_F(LauncherTest, TerminatingAnAgentStopsTheWholeJob) {
+  auto agent = StartAgent(2, 4, 1);
+  auto coord = StartCoordinator(2, 4, Worker({"--sleep", "120"}));
+  const pb::JobStatus status = WaitUntilRunning(port_, 4);
+  ASSERT_EQ(status.ranks_size(), 4) << coord->Output();
+  for (const auto& rank : status.ranks()) worker_pids_.insert(rank.pid());
+  agent->Signal(SIGTERM);
+  EXPECT_EQ(agent->Wait(seconds(20)), 128 + SIGTERM) << agent->Output();
+  EXPECT_EQ(coord->Wait(seconds(20)), 128 + SIGTERM) << coord->Output();
+  EXPECT_NE(coord->Stderr().find("the agent of machine 1 is stopping: "
+                                 "received SIGTERM"),
+            std::string::npos)
+      << coord->Stderr();
+}
+
+TEST_F(LauncherTest, KilledAgentFailsTheJobAndItsWorkersDie) {
+  auto agent = StartAgent(2, 4, 1);
+  auto coord = StartCoordinator(2, 4, Worker({"--sleep", "120"}));
+  const pb::JobStatus status = WaitUntilRunning(port_, 4);
+  ASSERT_EQ(status.ranks_size(), 4) << coord->Output();
+  for (const auto& rank : status.ranks()) worker_pids_.insert(rank.pid());
+  agent->Signal(SIGKILL);  // its workers die by PR_SET_PDEATHSIG
+  EXPECT_EQ(coord->Wait(seconds(20)), 1) << coord->Output();
+  EXPECT_NE(coord->Stderr().find("the agent of machine 1 (host"),
+            std::string::npos)
+      << coord->Stderr();
+}
+
+struct BadInput {
+  std::vector<std::string> flags;
+  std::string expected;
+};
+
+TEST_F(LauncherTest, BadInputExitsWithCode2BeforeAnythingStarts) {
+  const std::string port = std::to_string(port_);
+  const std::vector<BadInput> cases = {
+      {{"--config_file", "/nonexistent.yaml", "/bin/true"},
+       "'/nonexistent.yaml' cannot be read"},
+      {{"--num_machines", "2", "--num_processes", "3", "--main_process_ip",
+        "127.0.0.1", "/bin/true"},
+       "not divisible"},
+      {{"--main_process_port", "70000", "/bin/true"}, "outside 1..65535"},
+      {{"--main_process_ip", "no-such-host.invalid", "--main_process_port",
+        port, "/bin/true"},
+       "cannot resolve host 'no-such-host.invalid'"},
+      {{"--main_process_ip", "127.0.0.1", "--main_process_port", port},
+       "no training script given"},
+      {{"-m", "--no_python", "--main_process_port", port, "x"},
+       "--module and --no_python cannot be used together"},
+      {{"--machine_rank", "1", "--num_machines", "2", "--num_processes", "2",
+        "--main_process_ip", "127.0.0.1", "/bin/true"},
+       "runs machine 0"},
+      {{"--num_processes", "two", "/bin/true"}, "num_processes"},
+      {{"--main_process_ip", "10.255.255.254", "--main_process_port", port,
+        "/bin/true"},
+       "is not an address of this machine"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {TRL_COORD_BIN, "start"};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    Subprocess coord(argv);
+    EXPECT_EQ(coord.Wait(seconds(10)), 2) << c.expected << "\n"
+                                          << coord.Output();
+    EXPECT_NE(coord.Stderr().find(c.expected), std::string::npos)
+        << "expected '" << c.expected << "' in:\n"
+        << coord.Stderr();
+    EXPECT_EQ(coord.Stdout().find("[rank"), std::string::npos);
+  }
+}
+
+TEST_F(LauncherTest, SecondCoordinatorOnTheSamePortFails) {
+  auto first = StartCoordinator(2, 4, Worker());
+  ASSERT_TRUE(first->WaitForOutput("waiting for 2 machine(s)", seconds(10)))
+      << first->Output();
+  auto second = StartCoordinator(2, 4, Worker());
+  EXPECT_EQ(second->Wait(seconds(10)), 2) << second->Output();
+  EXPECT_NE(second->Stderr().find("already in use"), std::string::npos)
+      << second->Stderr();
+  first->Signal(SIGTERM);
+  EXPECT_EQ(first->Wait(seconds(20)), 128 + SIGTERM) << first->Output();
+}
+
+}  // namespace
+}  // namespace trl::testing

@@ -1,0 +1,127 @@
+// A job end to end with the real binaries on loopback: success, the
+// environment every rank sees, a failure's exit code.
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "tests/integration/launcher_fixture.h"
+
+namespace trl::testing {
+namespace {
+
+TEST_F(LauncherTest, SingleMachineJobSucceeds) {
+  auto coord = StartCoordinator(1, 2, Worker());
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  const std::string out = coord->Stdout();
+  RememberWorkerPids(out);
+  EXPECT_NE(out.find("[rank 0] rank 0 of 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("[rank 1] rank 1 of 2"), std::string::npos) << out;
+  EXPECT_NE(coord->Stderr().find("succeeded"), std::string::npos);
+  EXPECT_EQ(worker_pids_.size(), 2u);
+}
+
+TEST_F(LauncherTest, TwoMachinesGetContiguousRanksAndOneRendezvous) {
+  // The agent starts first and waits for the coordinator.
+  auto agent = StartAgent(2, 4, 1);
+  ASSERT_TRUE(agent->WaitForOutput("waiting for the coordinator", seconds(10)))
+      << agent->Output();
+  auto coord = StartCoordinator(2, 4, Worker({"--print_env"}));
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+  const std::string out = coord->Stdout() + agent->Stdout();
+  RememberWorkerPids(out);
+
+  // Invariant 2: ranks 0..3 once each, agreeing on world size and rendezvous.
+  std::string master_port;
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto env = EnvOfRank(out, rank);
+    ASSERT_FALSE(env.empty()) << "rank " << rank << " missing:\n" << out;
+    EXPECT_EQ(env.at("RANK"), std::to_string(rank));
+    EXPECT_EQ(env.at("LOCAL_RANK"), std::to_string(rank % 2));
+    EXPECT_EQ(env.at("GROUP_RANK"), std::to_string(rank / 2));
+    EXPECT_EQ(env.at("WORLD_SIZE"), "4");
+    EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), "2");
+    EXPECT_EQ(env.at("GROUP_WORLD_SIZE"), "2");
+    EXPECT_EQ(env.at("MASTER_ADDR"), "127.0.0.1");
+    EXPECT_EQ(env.at("TORCHELASTIC_RESTART_COUNT"), "0");
+    EXPECT_EQ(env.at("ACCELERATE_USE_CPU"), "True");
+    EXPECT_EQ(env.at("GLOO_SOCKET_IFNAME"), "lo");
+    EXPECT_EQ(env.at("TRL_COORDINATOR_ADDR"),
+              "127.0.0.1:" + std::to_string(port_));
+    if (rank == 0) master_port = env.at("MASTER_PORT");
+    EXPECT_EQ(env.at("MASTER_PORT"), master_port);
+    EXPECT_NE(env.at("MASTER_PORT"), std::to_string(port_));
+  }
+  EXPECT_EQ(EnvOfRank(out, 4).size(), 0u);
+  EXPECT_EQ(worker_pids_.size(), 4u);
+  // Machine 1's output is on machine 1's console, not on machine 0's.
+  EXPECT_EQ(coord->Stdout().find("[rank 2]"), std::string::npos);
+  EXPECT_NE(agent->Stdout().find("[rank 2]"), std::string::npos);
+}
+
+TEST_F(LauncherTest, FailingWorkerEndsTheJobWithItsExitCode) {
+  auto agent = StartAgent(2, 4, 1);
+  auto coord = StartCoordinator(
+      2, 4, Worker({"--exit_rank", "3", "--exit_code", "7", "--sleep", "0.3"}));
+  ASSERT_EQ(coord->Wait(seconds(30)), 7) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 7) << agent->Output();
+  RememberWorkerPids(coord->Stdout() + agent->Stdout());
+  const std::string log = coord->Stderr();
+  EXPECT_NE(log.find("failed: rank 3 (local rank 1 on machine 1, host"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("exited with code 7"), std::string::npos);
+  // The failing rank's last output is shown.
+  EXPECT_NE(log.find("| rank 3 of 4"), std::string::npos) << log;
+}
+
+TEST_F(LauncherTest, WorkersStillRunningAreStoppedWhenAPeerFails) {
+  auto agent = StartAgent(2, 4, 1);
+  // Rank 0 fails at once; the others would sleep for a minute.
+  auto coord = StartCoordinator(
+      2, 4, {"/bin/sh", "-c", "echo \"pid $$: up\"; [ \"$RANK\" = 0 ] && exit 4; exec sleep 60"});
+  ASSERT_EQ(coord->Wait(seconds(30)), 4) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 4) << agent->Output();
+  const std::string out = coord->Stdout() + agent->Stdout();
+  static const std::regex pid_pattern("pid ([0-9]+): up");
+  for (std::sregex_iterator it(out.begin(), out.end(), pid_pattern), end;
+       it != end; ++it) {
+    worker_pids_.insert(std::stoi((*it)[1]));
+  }
+  EXPECT_EQ(worker_pids_.size(), 4u) << out;
+}
+
+TEST_F(LauncherTest, MissingProgramIsAClearFailure) {
+  auto coord = StartCoordinator(1, 1, {"no-such-program-xyz"});
+  ASSERT_EQ(coord->Wait(seconds(30)), 127) << coord->Output();
+  EXPECT_NE(coord->Stderr().find("'no-such-program-xyz' was not found on PATH"),
+            std::string::npos)
+      << coord->Output();
+}
+
+TEST_F(LauncherTest, PerRankLogFiles) {
+  const std::string log_dir = ::testing::TempDir() + "/trl-logs-" +
+                              std::to_string(port_);
+  auto coord = StartCoordinator(1, 2, Worker(), {"--log_dir", log_dir});
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  RememberWorkerPids(coord->Stdout());
+  // One directory per job; gen0/rank<R>.log inside.
+  int found = 0;
+  for (const auto& job : std::filesystem::directory_iterator(log_dir)) {
+    for (int rank = 0; rank < 2; ++rank) {
+      std::ifstream log(job.path() / "gen0" /
+                        ("rank" + std::to_string(rank) + ".log"));
+      std::string line;
+      std::getline(log, line);
+      EXPECT_NE(line.find("rank " + std::to_string(rank) + " of 2"),
+                std::string::npos)
+          << line;
+      ++found;
+    }
+  }
+  EXPECT_EQ(found, 2);
+  std::filesystem::remove_all(log_dir);
+}
+
+}  // namespace
+}  // namespace trl::testing

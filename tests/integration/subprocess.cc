@@ -1,0 +1,149 @@
+#include "tests/integration/subprocess.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace trl::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string TempPath(const char* suffix) {
+  static std::atomic<int> counter{0};
+  return "/tmp/trl-test-" + std::to_string(getpid()) + "-" +
+         std::to_string(counter++) + suffix;
+}
+
+}  // namespace
+
+Subprocess::Subprocess(std::vector<std::string> argv,
+                       std::vector<std::string> extra_env)
+    : stdout_path_(TempPath(".out")), stderr_path_(TempPath(".err")) {
+  std::vector<char*> args;
+  for (auto& arg : argv) args.push_back(arg.data());
+  args.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** entry = environ; *entry; ++entry) env_strings.push_back(*entry);
+  for (auto& extra : extra_env) env_strings.push_back(extra);
+  std::vector<char*> env;
+  for (auto& entry : env_strings) env.push_back(entry.data());
+  env.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                   O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO,
+                                   stdout_path_.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
+                                   stderr_path_.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(),
+                  env.data()) != 0) {
+    pid_ = -1;
+  }
+  posix_spawn_file_actions_destroy(&actions);
+}
+
+Subprocess::~Subprocess() {
+  if (pid_ > 0 && !exit_code_) {
+    kill(pid_, SIGKILL);
+    Wait(std::chrono::seconds(10));
+  }
+  unlink(stdout_path_.c_str());
+  unlink(stderr_path_.c_str());
+}
+
+std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
+  if (exit_code_ || pid_ <= 0) return exit_code_;
+  WaitUntil(
+      [this] {
+        int status = 0;
+        if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status)
+                                       : 128 + WTERMSIG(status);
+        return true;
+      },
+      timeout);
+  return exit_code_;
+}
+
+void Subprocess::Signal(int signal) const {
+  if (pid_ > 0 && !exit_code_) kill(pid_, signal);
+}
+
+std::string Subprocess::Stdout() const { return ReadFile(stdout_path_); }
+std::string Subprocess::Stderr() const { return ReadFile(stderr_path_); }
+
+bool Subprocess::WaitForOutput(const std::string& text,
+                               std::chrono::milliseconds timeout) const {
+  return WaitUntil(
+      [&] { return Output().find(text) != std::string::npos; }, timeout);
+}
+
+bool WaitUntil(const std::function<bool()>& condition,
+               std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+bool ProcessExists(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  // A zombie is gone for our purposes; read its state.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const size_t paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() ||
+         text[paren + 2] != 'Z';
+}
+
+bool PortIsFree(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free =
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return free;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t length = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace trl::testing
