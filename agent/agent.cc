@@ -79,8 +79,8 @@ class Agent::Session {
   Console* const console_;
   std::unique_ptr<pb::Coordinator::Stub> stub_;
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<pb::AgentMessage,
-                                           pb::CoordinatorMessage>>
+  std::unique_ptr<
+      grpc::ClientReaderWriter<pb::AgentMessage, pb::CoordinatorMessage>>
       stream_;
   std::mutex write_mutex_;
   bool open_ = false;
@@ -198,8 +198,8 @@ void Agent::Session::ReportExit(int64_t generation, int local_rank,
 
 void Agent::Session::StartWorkers(const pb::Assignment& a) {
   const int64_t generation = a.generation();
-  stop_grace_ = std::chrono::milliseconds(
-      static_cast<int64_t>(a.stop_grace_s() * 1000));
+  stop_grace_ =
+      std::chrono::milliseconds(static_cast<int64_t>(a.stop_grace_s() * 1000));
   std::unique_lock<std::mutex> lock(group_mutex_);
   group_.reset();  // nothing of an older generation may survive
 
@@ -216,8 +216,8 @@ void Agent::Session::StartWorkers(const pb::Assignment& a) {
   } else {
     if (scratch_dir_.empty()) {
       scratch_dir_ = (fs::temp_directory_path() /
-                      absl::StrCat("trl-launch-", a.job_id(), "-m", a.machine_rank(),
-                                   "-", getpid()))
+                      absl::StrCat("trl-launch-", a.job_id(), "-m",
+                                   a.machine_rank(), "-", getpid()))
                          .string();
     }
     run_dir = scratch_dir_;
@@ -238,15 +238,16 @@ void Agent::Session::StartWorkers(const pb::Assignment& a) {
     inputs.gpu_ids = options_.config.gpu_ids;
     inputs.interface_name = options_.interface_name;
     inputs.error_file = (run_dir / absl::StrCat("rank", rank, ".error.json"));
-    inputs.heartbeat_file = (run_dir / absl::StrCat("rank", rank, ".heartbeat"));
+    inputs.heartbeat_file =
+        (run_dir / absl::StrCat("rank", rank, ".heartbeat"));
     inputs.working_directory = options_.working_directory;
     WorkerLaunch launch;
     launch.local_rank = local;
     launch.rank = rank;
     launch.spec.executable = executable.ok() ? *executable : argv[0];
     launch.spec.argv = argv;
-    launch.spec.environment = BuildWorkerEnvironment(
-        options_.inherited_environment, job_env, inputs);
+    launch.spec.environment =
+        BuildWorkerEnvironment(options_.inherited_environment, job_env, inputs);
     launch.spec.working_directory = options_.working_directory;
     if (!options_.log_dir.empty()) {
       launch.log_path = run_dir / absl::StrCat("rank", rank, ".log");
@@ -269,10 +270,12 @@ void Agent::Session::StartWorkers(const pb::Assignment& a) {
   group_ = std::make_unique<WorkerGroup>(generation, console_,
                                          std::move(events), stop_grace_);
   if (!executable.ok()) {
-    Log()->error("cannot start workers: {}", std::string(executable.status().message()));
+    Log()->error("cannot start workers: {}",
+                 std::string(executable.status().message()));
     for (const auto& launch : launches) {
       WorkerOutcome outcome;
-      outcome.start_error = std::string(std::string(executable.status().message()));
+      outcome.start_error =
+          std::string(std::string(executable.status().message()));
       ReportExit(generation, launch.local_rank, outcome);
     }
     return;

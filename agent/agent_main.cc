@@ -39,9 +39,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (config->UsesGpus() && machine.gpu_count == 0) {
-    log->warn("the config asks for GPUs (distributed_type {}) but this "
-              "machine has none; starting anyway",
-              config->distributed_type);
+    log->warn(
+        "the config asks for GPUs (distributed_type {}) but this "
+        "machine has none; starting anyway",
+        config->distributed_type);
   }
 
   trl::AgentOptions agent_options;

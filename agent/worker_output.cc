@@ -31,8 +31,8 @@ void WorkerOutput::Finish(int timeout_ms) {
   if (!thread_.joinable()) return;
   if (timeout_ms > 0) {
     // Give the pump time to reach EOF on its own.
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(timeout_ms);
     while (std::chrono::steady_clock::now() < deadline) {
       {
         std::lock_guard<std::mutex> lock(mutex_);

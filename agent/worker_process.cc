@@ -66,8 +66,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
-    for (int fd : {out[0], out[1], err[0], err[1], exec_status[0],
-                   exec_status[1]}) {
+    for (int fd :
+         {out[0], out[1], err[0], err[1], exec_status[0], exec_status[1]}) {
       close(fd);
     }
     return absl::ResourceExhaustedError(
@@ -111,7 +111,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
     n = read(exec_status[0], &child_error, sizeof(child_error));
   } while (n < 0 && errno == EINTR);
   close(exec_status[0]);
-  std::unique_ptr<WorkerProcess> process(new WorkerProcess(pid, out[0], err[0]));
+  std::unique_ptr<WorkerProcess> process(
+      new WorkerProcess(pid, out[0], err[0]));
   if (n == sizeof(child_error)) {
     process->Wait();
     return absl::FailedPreconditionError(

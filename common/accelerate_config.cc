@@ -242,8 +242,8 @@ absl::StatusOr<AccelerateConfig> ParseAccelerateConfig(
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
   }
   AccelerateConfig config;
   config.source = source;
@@ -324,9 +324,8 @@ absl::StatusOr<AccelerateConfig> LoadAccelerateConfigFile(
     const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("config file '", path, "' cannot be read: ",
-                     std::strerror(errno)));
+    return absl::NotFoundError(absl::StrCat(
+        "config file '", path, "' cannot be read: ", std::strerror(errno)));
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -347,9 +346,9 @@ absl::Status ValidateAccelerateConfig(const AccelerateConfig& c) {
                    Quoted(SupportedDistributedTypes()));
   }
   if (!Contains(MixedPrecisionValues(), c.mixed_precision)) {
-    return invalid("mixed_precision '", c.mixed_precision,
-                   "' is not allowed; allowed: ",
-                   Quoted(MixedPrecisionValues()));
+    return invalid(
+        "mixed_precision '", c.mixed_precision,
+        "' is not allowed; allowed: ", Quoted(MixedPrecisionValues()));
   }
   if (c.num_machines < 1) {
     return invalid("num_machines ", c.num_machines, " must be at least 1");
@@ -376,9 +375,11 @@ absl::Status ValidateAccelerateConfig(const AccelerateConfig& c) {
     return invalid("main_process_ip is required when num_machines is ",
                    c.num_machines);
   }
-  if (!c.main_process_ip.empty() && !LooksLikeHostOrAddress(c.main_process_ip)) {
-    return invalid("main_process_ip '", c.main_process_ip,
-                   "' is neither an IP address nor a host name (a placeholder?)");
+  if (!c.main_process_ip.empty() &&
+      !LooksLikeHostOrAddress(c.main_process_ip)) {
+    return invalid(
+        "main_process_ip '", c.main_process_ip,
+        "' is neither an IP address nor a host name (a placeholder?)");
   }
   if (c.gpu_ids != "all") {
     for (const auto& id : absl::StrSplit(c.gpu_ids, ',')) {
@@ -392,9 +393,9 @@ absl::Status ValidateAccelerateConfig(const AccelerateConfig& c) {
       }
     }
   }
-  const std::string fsdp_ram_efficient = absl::AsciiStrToLower(
-      AccelerateConfig::Lookup(c.fsdp_config, "fsdp_cpu_ram_efficient_loading",
-                               "true"));
+  const std::string fsdp_ram_efficient =
+      absl::AsciiStrToLower(AccelerateConfig::Lookup(
+          c.fsdp_config, "fsdp_cpu_ram_efficient_loading", "true"));
   const std::string fsdp_sync = absl::AsciiStrToLower(AccelerateConfig::Lookup(
       c.fsdp_config, "fsdp_sync_module_states", "true"));
   if (c.distributed_type == "FSDP" && fsdp_ram_efficient == "true" &&

@@ -22,9 +22,8 @@ std::string AddressText(const sockaddr* addr) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr,
               text, sizeof(text));
   } else if (addr->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6,
-              &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text,
-              sizeof(text));
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr,
+              text, sizeof(text));
   }
   return text;
 }
@@ -53,8 +52,8 @@ absl::StatusOr<addrinfo*> Lookup(const std::string& host, int port,
   const std::string service = std::to_string(port);
   int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &result);
   if (rc != 0) {
-    return absl::NotFoundError(absl::StrCat("cannot resolve host '", host,
-                                            "': ", gai_strerror(rc)));
+    return absl::NotFoundError(
+        absl::StrCat("cannot resolve host '", host, "': ", gai_strerror(rc)));
   }
   return result;
 }
@@ -114,7 +113,8 @@ absl::StatusOr<std::string> ResolveHost(const std::string& host) {
   }
   freeaddrinfo(*found);
   if (best.empty()) {
-    return absl::NotFoundError(absl::StrCat("host '", host, "' has no address"));
+    return absl::NotFoundError(
+        absl::StrCat("host '", host, "' has no address"));
   }
   return best;
 }

@@ -56,8 +56,8 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& program,
         absl::StrCat(dir.empty() ? "." : dir, "/", program);
     if (IsExecutableFile(candidate)) return candidate;
   }
-  return absl::NotFoundError(
-      absl::StrCat("'", program, "' was not found on PATH (", search_path, ")"));
+  return absl::NotFoundError(absl::StrCat(
+      "'", program, "' was not found on PATH (", search_path, ")"));
 }
 
 }  // namespace trl

@@ -49,9 +49,9 @@ struct RankEnvironmentInputs {
 
 // The complete environment of one worker: the agent's own environment
 // (`inherited`), overlaid with the job's variables and then the rank's.
-// Variables the user may tune (OMP_NUM_THREADS, TORCH_NCCL_ASYNC_ERROR_HANDLING,
-// NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) are set only when `inherited` lacks
-// them.
+// Variables the user may tune (OMP_NUM_THREADS,
+// TORCH_NCCL_ASYNC_ERROR_HANDLING, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) are
+// set only when `inherited` lacks them.
 Environment BuildWorkerEnvironment(const Environment& inherited,
                                    const Environment& job_environment,
                                    const RankEnvironmentInputs& inputs);

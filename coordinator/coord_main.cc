@@ -68,15 +68,17 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   const auto& o = flags.launch;
   auto worker_argv =
       trl::BuildWorkerArgv(command, o.module, o.no_python, o.python);
-  if (!worker_argv.ok()) return Fail(std::string(worker_argv.status().message()));
+  if (!worker_argv.ok())
+    return Fail(std::string(worker_argv.status().message()));
   auto host = trl::ResolveHost(config->main_process_ip);
   if (!host.ok()) {
     return Fail(absl::StrCat("main_process_ip: ", host.status().message()));
   }
   if (config->UsesGpus() && machine.gpu_count == 0) {
-    log->warn("the config asks for GPUs (distributed_type {}) but this "
-              "machine has none; starting anyway",
-              config->distributed_type);
+    log->warn(
+        "the config asks for GPUs (distributed_type {}) but this "
+        "machine has none; starting anyway",
+        config->distributed_type);
   }
 
   trl::CoordinatorOptions options;
@@ -92,10 +94,11 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   auto server =
       trl::CoordinatorServer::Start(*host, config->main_process_port, &core);
   if (!server.ok()) return Fail(std::string(server.status().message()));
-  log->info("job {}: coordinator on {}, waiting for {} machine(s), {} "
-            "process(es) in all",
-            options.job_id, options.coordinator_address,
-            config->num_machines, config->num_processes);
+  log->info(
+      "job {}: coordinator on {}, waiting for {} machine(s), {} "
+      "process(es) in all",
+      options.job_id, options.coordinator_address, config->num_machines,
+      config->num_processes);
 
   trl::StopSignalWatcher watcher([&core](int signal) {
     core.RequestStop(absl::StrCat("trl-coord received ", SignalName(signal)),
@@ -131,7 +134,8 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
 
   std::optional<trl::JobOutcome> outcome;
   while (!outcome) {
-    outcome = core.WaitForOutcome(steady_clock::now() + std::chrono::seconds(1));
+    outcome =
+        core.WaitForOutcome(steady_clock::now() + std::chrono::seconds(1));
   }
   core.WaitForLinksClosed(steady_clock::now() + std::chrono::seconds(10));
   if (agent_thread.joinable()) agent_thread.join();

@@ -21,7 +21,8 @@ WorkerExit FromProto(const pb::WorkerExited& exited) {
   exit.exit_code = exited.exit_code();
   exit.signal = exited.signal();
   exit.start_error = exited.start_error();
-  exit.last_lines.assign(exited.last_lines().begin(), exited.last_lines().end());
+  exit.last_lines.assign(exited.last_lines().begin(),
+                         exited.last_lines().end());
   return exit;
 }
 
@@ -32,11 +33,10 @@ Coordinator::Coordinator(CoordinatorOptions options,
     : options_(std::move(options)),
       rendezvous_(std::move(rendezvous)),
       clock_(std::move(clock)),
-      machine_(
-          JobSettings{options_.job_id, options_.config.num_machines,
-                      AgreementFingerprint(options_.config),
-                      options_.worker_argv},
-          clock_()) {}
+      machine_(JobSettings{options_.job_id, options_.config.num_machines,
+                           AgreementFingerprint(options_.config),
+                           options_.worker_argv},
+               clock_()) {}
 
 void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -59,17 +59,16 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
     }
     case pb::AgentMessage::kWorkerExited: {
       const auto& exited = message.worker_exited();
-      Execute(machine_.WorkerExited(m, exited.generation(),
-                                    exited.local_rank(), FromProto(exited),
-                                    now));
+      Execute(machine_.WorkerExited(m, exited.generation(), exited.local_rank(),
+                                    FromProto(exited), now));
       break;
     }
     case pb::AgentMessage::kStopping: {
       const auto& stopping = message.stopping();
       const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
       Execute(machine_.StopRequested(
-          absl::StrCat("the agent of machine ", m, " is stopping: ",
-                       stopping.reason()),
+          absl::StrCat("the agent of machine ", m,
+                       " is stopping: ", stopping.reason()),
           code, now));
       break;
     }
@@ -98,18 +97,20 @@ void Coordinator::HandleRegistration(AgentLink* link,
     Log()->warn("refused the agent at {} (machine_rank {}, host {}): {}",
                 link->Peer(), info.machine_rank, info.hostname,
                 std::string(status.message()));
-    reply.mutable_registration_reply()->set_reason(std::string(status.message()));
+    reply.mutable_registration_reply()->set_reason(
+        std::string(status.message()));
     link->Send(reply);
     link->Close();
     return;
   }
   machine_rank_of_[link] = info.machine_rank;
   link->Send(reply);
-  Log()->info("machine {} registered: host {}, address {} ({}), {} workers; "
-              "{}/{} machines",
-              info.machine_rank, info.hostname, info.advertise_addr,
-              info.interface_name, info.local_world_size,
-              machine_.nodes().size(), options_.config.num_machines);
+  Log()->info(
+      "machine {} registered: host {}, address {} ({}), {} workers; "
+      "{}/{} machines",
+      info.machine_rank, info.hostname, info.advertise_addr,
+      info.interface_name, info.local_world_size, machine_.nodes().size(),
+      options_.config.num_machines);
   if (machine_.ReadyToStart()) StartGeneration();
 }
 
@@ -117,10 +118,10 @@ void Coordinator::StartGeneration() {
   const std::string master_addr = machine_.nodes().at(0).info.advertise_addr;
   auto rendezvous = rendezvous_(master_addr);
   if (!rendezvous.ok()) {
-    Execute(machine_.StopRequested(
-        absl::StrCat("cannot prepare the rendezvous: ",
-                     rendezvous.status().message()),
-        1, clock_()));
+    Execute(
+        machine_.StopRequested(absl::StrCat("cannot prepare the rendezvous: ",
+                                            rendezvous.status().message()),
+                               1, clock_()));
     return;
   }
   const GenerationStart start = machine_.StartGeneration(clock_());

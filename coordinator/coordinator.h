@@ -31,8 +31,8 @@ struct RendezvousData {
   int master_port = 0;
   std::string nccl_unique_id_hex;  // empty without NCCL
 };
-using RendezvousSource =
-    std::function<absl::StatusOr<RendezvousData>(const std::string& master_addr)>;
+using RendezvousSource = std::function<absl::StatusOr<RendezvousData>(
+    const std::string& master_addr)>;
 
 struct CoordinatorOptions {
   AccelerateConfig config;

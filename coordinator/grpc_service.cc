@@ -27,9 +27,9 @@ constexpr int kMaxMessageBytes = 4 << 20;
 // One agent's stream. Owned by gRPC: it deletes itself in OnDone. Writes are
 // queued so that one is in flight at a time, and StartWrite/Finish are
 // called without holding the lock, since gRPC may run reactions inline.
-class AgentStream : public grpc::ServerBidiReactor<pb::AgentMessage,
-                                                   pb::CoordinatorMessage>,
-                    public AgentLink {
+class AgentStream
+    : public grpc::ServerBidiReactor<pb::AgentMessage, pb::CoordinatorMessage>,
+      public AgentLink {
  public:
   AgentStream(Coordinator* core, std::string peer)
       : core_(core), peer_(std::move(peer)) {
@@ -113,8 +113,8 @@ absl::Status CheckCanListen(const std::string& host, int port) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICHOST;
   addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints,
-                  &found) != 0) {
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) !=
+      0) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", host, "' is not a numeric address"));
   }
@@ -136,8 +136,9 @@ absl::Status CheckCanListen(const std::string& host, int port) {
         " is not an address of this machine (main_process_ip must be "
         "machine 0's own address)"));
   }
-  return absl::UnavailableError(absl::StrCat(
-      "cannot listen on ", JoinHostPort(host, port), ": ", std::strerror(error)));
+  return absl::UnavailableError(absl::StrCat("cannot listen on ",
+                                             JoinHostPort(host, port), ": ",
+                                             std::strerror(error)));
 }
 
 }  // namespace
@@ -178,8 +179,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             1000);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddListeningPort(JoinHostPort(host, port),
                            grpc::InsecureServerCredentials(), &server->port_);

@@ -52,7 +52,8 @@ const char* RankStateName(RankState state) {
 }
 
 std::string WorkerExit::Describe() const {
-  if (!start_error.empty()) return absl::StrCat("could not start: ", start_error);
+  if (!start_error.empty())
+    return absl::StrCat("could not start: ", start_error);
   if (signal != 0) {
     const char* name = sigabbrev_np(signal);
     return absl::StrCat("was killed by signal ", signal,
@@ -86,9 +87,8 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   std::vector<std::string> differences;
   for (const auto& [key, expected] : settings_.config_fingerprint) {
     auto found = agent.config_fingerprint.find(key);
-    const std::string actual = found == agent.config_fingerprint.end()
-                                   ? "<unset>"
-                                   : found->second;
+    const std::string actual =
+        found == agent.config_fingerprint.end() ? "<unset>" : found->second;
     if (actual != expected) {
       differences.push_back(absl::StrCat(key, " is ", actual,
                                          " on the agent but ", expected,
@@ -105,9 +105,8 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
         "local_world_size ", agent.local_world_size, " must be at least 1"));
   }
   if (phase_ != JobPhase::kWaitingForAgents) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the job is ", JobPhaseName(phase_),
-                     " and takes no new agents"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job is ", JobPhaseName(phase_), " and takes no new agents"));
   }
   NodeRecord node;
   node.info = agent;
@@ -190,7 +189,8 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
   Decision decision;
   RankRecord* rank = FindRank(machine_rank, generation, local_rank);
   if (rank == nullptr) return decision;
-  if (rank->state != RankState::kPending && rank->state != RankState::kRunning) {
+  if (rank->state != RankState::kPending &&
+      rank->state != RankState::kRunning) {
     return decision;
   }
   rank->exit = exit;
@@ -208,10 +208,9 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
       failure.machine_rank = machine_rank;
       failure.hostname = nodes_.at(machine_rank).info.hostname;
       failure.exit = exit;
-      failure.reason = absl::StrCat("rank ", rank->rank, " (local rank ",
-                                    local_rank, " on machine ", machine_rank,
-                                    ", host ", failure.hostname, ") ",
-                                    exit.Describe());
+      failure.reason = absl::StrCat(
+          "rank ", rank->rank, " (local rank ", local_rank, " on machine ",
+          machine_rank, ", host ", failure.hostname, ") ", exit.Describe());
       return Fail(std::move(failure), exit.LauncherExitCode());
     }
   }
@@ -242,9 +241,9 @@ Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {
     failure.generation = generation_;
     failure.machine_rank = machine_rank;
     failure.hostname = it->second.info.hostname;
-    failure.reason = absl::StrCat("the agent of machine ", machine_rank,
-                                  " (host ", failure.hostname,
-                                  ") disconnected");
+    failure.reason =
+        absl::StrCat("the agent of machine ", machine_rank, " (host ",
+                     failure.hostname, ") disconnected");
     return Fail(std::move(failure), 1);
   }
   MaybeFinish(decision);
@@ -286,7 +285,8 @@ Decision JobStateMachine::Fail(FailureRecord failure, int exit_code) {
 void JobStateMachine::MaybeFinish(Decision& decision) {
   if (phase_ != JobPhase::kRunning && phase_ != JobPhase::kStopping) return;
   for (const auto& rank : ranks_) {
-    if (rank.state == RankState::kPending || rank.state == RankState::kRunning) {
+    if (rank.state == RankState::kPending ||
+        rank.state == RankState::kRunning) {
       return;
     }
   }

@@ -41,7 +41,14 @@ enum class JobPhase {
 const char* JobPhaseName(JobPhase phase);
 bool IsFinished(JobPhase phase);
 
-enum class RankState { kPending, kRunning, kSucceeded, kFailed, kStopped, kLost };
+enum class RankState {
+  kPending,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kStopped,
+  kLost
+};
 const char* RankStateName(RankState state);
 
 struct WorkerExit {

@@ -41,9 +41,9 @@ int RunPs(const PsFlags& flags) {
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   auto stub = pb::Coordinator::NewStub(channel);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(
-                           static_cast<int64_t>(flags.timeout_s * 1000)));
+  context.set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
   pb::JobStatus status;
   const grpc::Status rpc =
       stub->GetJobStatus(&context, pb::JobStatusRequest(), &status);

@@ -13,7 +13,8 @@ namespace trl {
 
 // Picks a port free on `master_addr` (or on any address, when machine 0 is
 // another host than the coordinator's).
-absl::StatusOr<RendezvousData> PrepareRendezvous(const std::string& master_addr);
+absl::StatusOr<RendezvousData> PrepareRendezvous(
+    const std::string& master_addr);
 
 }  // namespace trl
 

@@ -21,12 +21,13 @@ std::string Get(const char* name) {
 }
 
 bool IsLaunchVariable(const std::string& name) {
-  static const char* kPrefixes[] = {"RANK", "LOCAL_", "WORLD_", "GROUP_",
-                                    "ROLE_", "MASTER_", "TORCHELASTIC_",
-                                    "TORCH_NCCL", "OMP_NUM_THREADS",
-                                    "ACCELERATE_", "FSDP_", "TRL_",
-                                    "CUDA_VISIBLE", "NCCL_SOCKET",
-                                    "GLOO_SOCKET", "PYTHONPATH"};
+  static const char* kPrefixes[] = {
+      "RANK",          "LOCAL_",      "WORLD_",
+      "GROUP_",        "ROLE_",       "MASTER_",
+      "TORCHELASTIC_", "TORCH_NCCL",  "OMP_NUM_THREADS",
+      "ACCELERATE_",   "FSDP_",       "TRL_",
+      "CUDA_VISIBLE",  "NCCL_SOCKET", "GLOO_SOCKET",
+      "PYTHONPATH"};
   for (const char* prefix : kPrefixes) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
@@ -51,12 +52,13 @@ int main(int argc, char** argv) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   const int rank = std::atoi(Get("RANK").c_str());
-  std::printf("rank %s of %s (local rank %s of %s) on %s, pid %d: "
-              "MASTER_ADDR=%s MASTER_PORT=%s generation %s\n",
-              Get("RANK").c_str(), Get("WORLD_SIZE").c_str(),
-              Get("LOCAL_RANK").c_str(), Get("LOCAL_WORLD_SIZE").c_str(), host,
-              getpid(), Get("MASTER_ADDR").c_str(), Get("MASTER_PORT").c_str(),
-              Get("TORCHELASTIC_RESTART_COUNT").c_str());
+  std::printf(
+      "rank %s of %s (local rank %s of %s) on %s, pid %d: "
+      "MASTER_ADDR=%s MASTER_PORT=%s generation %s\n",
+      Get("RANK").c_str(), Get("WORLD_SIZE").c_str(), Get("LOCAL_RANK").c_str(),
+      Get("LOCAL_WORLD_SIZE").c_str(), host, getpid(),
+      Get("MASTER_ADDR").c_str(), Get("MASTER_PORT").c_str(),
+      Get("TORCHELASTIC_RESTART_COUNT").c_str());
   if (print_env) {
     std::map<std::string, std::string> sorted;
     for (char** entry = environ; *entry; ++entry) {

@@ -62,8 +62,8 @@ TEST_F(LauncherTest, PsShowsTheRunningJob) {
     worker_pids_.insert(rank.pid());
   }
   // The table form names the job and every rank.
-  Subprocess table({TRL_COORD_BIN, "ps", "--address",
-                    "127.0.0.1:" + std::to_string(port_)});
+  Subprocess table(
+      {TRL_COORD_BIN, "ps", "--address", "127.0.0.1:" + std::to_string(port_)});
   ASSERT_EQ(table.Wait(seconds(10)), 0) << table.Output();
   EXPECT_NE(table.Stdout().find("JOB " + status.job_id()), std::string::npos)
       << table.Stdout();

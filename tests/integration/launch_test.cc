@@ -76,10 +76,20 @@ TEST_F(LauncherTest, FailingWorkerEndsTheJobWithItsExitCode) {
 }
 
 TEST_F(LauncherTest, WorkersStillRunningAreStoppedWhenAPeerFails) {
+  // Every rank announces itself in a shared directory; rank 0 fails once all
+  // four are up, and the others would sleep for a minute.
+  const std::string marks =
+      ::testing::TempDir() + "/trl-marks-" + std::to_string(port_);
+  std::filesystem::create_directories(marks);
+  const std::string script =
+      "echo \"pid $$: up\"; touch \"$0/$RANK\"; "
+      "if [ \"$RANK\" = 0 ]; then "
+      "  for i in $(seq 1 500); do "
+      "    [ $(ls \"$0\" | wc -l) = 4 ] && exit 4; sleep 0.02; "
+      "  done; exit 5; "
+      "fi; exec sleep 60";
   auto agent = StartAgent(2, 4, 1);
-  // Rank 0 fails at once; the others would sleep for a minute.
-  auto coord = StartCoordinator(
-      2, 4, {"/bin/sh", "-c", "echo \"pid $$: up\"; [ \"$RANK\" = 0 ] && exit 4; exec sleep 60"});
+  auto coord = StartCoordinator(2, 4, {"/bin/sh", "-c", script, marks});
   ASSERT_EQ(coord->Wait(seconds(30)), 4) << coord->Output();
   ASSERT_EQ(agent->Wait(seconds(30)), 4) << agent->Output();
   const std::string out = coord->Stdout() + agent->Stdout();
@@ -89,6 +99,7 @@ TEST_F(LauncherTest, WorkersStillRunningAreStoppedWhenAPeerFails) {
     worker_pids_.insert(std::stoi((*it)[1]));
   }
   EXPECT_EQ(worker_pids_.size(), 4u) << out;
+  std::filesystem::remove_all(marks);
 }
 
 TEST_F(LauncherTest, MissingProgramIsAClearFailure) {
@@ -100,8 +111,8 @@ TEST_F(LauncherTest, MissingProgramIsAClearFailure) {
 }
 
 TEST_F(LauncherTest, PerRankLogFiles) {
-  const std::string log_dir = ::testing::TempDir() + "/trl-logs-" +
-                              std::to_string(port_);
+  const std::string log_dir =
+      ::testing::TempDir() + "/trl-logs-" + std::to_string(port_);
   auto coord = StartCoordinator(1, 2, Worker(), {"--log_dir", log_dir});
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
   RememberWorkerPids(coord->Stdout());

@@ -34,11 +34,10 @@ class LauncherTest : public ::testing::Test {
   }
 
   std::vector<std::string> ClusterFlags(int machines, int processes) const {
-    return {"--num_machines",     std::to_string(machines),
-            "--num_processes",    std::to_string(processes),
-            "--main_process_ip",  "127.0.0.1",
-            "--main_process_port", std::to_string(port_),
-            "--use_cpu"};
+    return {
+        "--num_machines",          std::to_string(machines), "--num_processes",
+        std::to_string(processes), "--main_process_ip",      "127.0.0.1",
+        "--main_process_port",     std::to_string(port_),    "--use_cpu"};
   }
 
   std::unique_ptr<Subprocess> StartCoordinator(
@@ -71,7 +70,8 @@ class LauncherTest : public ::testing::Test {
   // Records the pids that trl-env-worker printed, for TearDown's check.
   void RememberWorkerPids(const std::string& output) {
     static const std::regex pid_pattern(", pid ([0-9]+):");
-    for (std::sregex_iterator it(output.begin(), output.end(), pid_pattern), end;
+    for (std::sregex_iterator it(output.begin(), output.end(), pid_pattern),
+         end;
          it != end; ++it) {
       worker_pids_.insert(std::stoi((*it)[1]));
     }

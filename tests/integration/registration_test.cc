@@ -32,18 +32,25 @@ TEST_F(LauncherTest, DifferentConfigIsRefusedNamingTheDifference) {
   auto coord = StartCoordinator(2, 4, Worker());
   // The agent thinks the job has 6 processes and bf16.
   std::vector<std::string> argv = {TRL_AGENT_BIN,
-                                   "--machine_rank",      "1",
-                                   "--num_machines",      "2",
-                                   "--num_processes",     "6",
-                                   "--mixed_precision",   "bf16",
-                                   "--main_process_ip",   "127.0.0.1",
-                                   "--main_process_port", std::to_string(port_),
+                                   "--machine_rank",
+                                   "1",
+                                   "--num_machines",
+                                   "2",
+                                   "--num_processes",
+                                   "6",
+                                   "--mixed_precision",
+                                   "bf16",
+                                   "--main_process_ip",
+                                   "127.0.0.1",
+                                   "--main_process_port",
+                                   std::to_string(port_),
                                    "--use_cpu"};
   Subprocess agent(argv);
   ASSERT_EQ(agent.Wait(seconds(20)), 2) << agent.Output();
   const std::string why = agent.Stderr();
-  EXPECT_NE(why.find("num_processes is 6 on the agent but 4 on the coordinator"),
-            std::string::npos)
+  EXPECT_NE(
+      why.find("num_processes is 6 on the agent but 4 on the coordinator"),
+      std::string::npos)
       << why;
   EXPECT_NE(why.find("mixed_precision is bf16 on the agent but no on the "
                      "coordinator"),

@@ -58,8 +58,8 @@ Subprocess::Subprocess(std::vector<std::string> argv,
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
                                    stderr_path_.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(),
-                  env.data()) != 0) {
+  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), env.data()) !=
+      0) {
     pid_ = -1;
   }
   posix_spawn_file_actions_destroy(&actions);
@@ -80,8 +80,8 @@ std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
       [this] {
         int status = 0;
         if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status)
-                                       : 128 + WTERMSIG(status);
+        exit_code_ =
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         return true;
       },
       timeout);
@@ -97,8 +97,8 @@ std::string Subprocess::Stderr() const { return ReadFile(stderr_path_); }
 
 bool Subprocess::WaitForOutput(const std::string& text,
                                std::chrono::milliseconds timeout) const {
-  return WaitUntil(
-      [&] { return Output().find(text) != std::string::npos; }, timeout);
+  return WaitUntil([&] { return Output().find(text) != std::string::npos; },
+                   timeout);
 }
 
 bool WaitUntil(const std::function<bool()>& condition,

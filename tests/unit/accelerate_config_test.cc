@@ -186,8 +186,8 @@ INSTANTIATE_TEST_SUITE_P(
                     "fsdp_sync_module_states"}));
 
 TEST(AccelerateConfigTest, AcceptsHostNamesAndAddresses) {
-  for (const char* ip : {"10.231.0.1", "node01", "gpu-7.cluster.local", "::1",
-                         "fe80::1"}) {
+  for (const char* ip :
+       {"10.231.0.1", "node01", "gpu-7.cluster.local", "::1", "fe80::1"}) {
     auto status = ParseAndValidate(
         std::string("num_machines: 2\nnum_processes: 2\nmain_process_ip: ") +
         ip + "\n");

@@ -187,7 +187,8 @@ TEST_F(JobStateMachineTest, SignalDeathIsReportedAs128PlusSignal) {
   const GenerationStart start = single.StartGeneration(now_);
   WorkerExit killed;
   killed.signal = 9;
-  const Decision decision = single.WorkerExited(0, start.generation, 0, killed, now_);
+  const Decision decision =
+      single.WorkerExited(0, start.generation, 0, killed, now_);
   ASSERT_TRUE(decision.finished.has_value());
   EXPECT_EQ(decision.finished->exit_code, 137);
   EXPECT_NE(decision.finished->summary.find("killed by signal 9 (SIGKILL)"),
@@ -275,9 +276,11 @@ TEST_F(JobStateMachineTest, StartFailureCountsAsAFailure) {
   const GenerationStart start = job.StartGeneration(now_);
   WorkerExit cannot;
   cannot.start_error = "'train' was not found on PATH";
-  const Decision decision = job.WorkerExited(1, start.generation, 0, cannot, now_);
+  const Decision decision =
+      job.WorkerExited(1, start.generation, 0, cannot, now_);
   ASSERT_TRUE(decision.stop_generation.has_value());
-  EXPECT_NE(decision.stop_generation->find("could not start"), std::string::npos);
+  EXPECT_NE(decision.stop_generation->find("could not start"),
+            std::string::npos);
 }
 
 TEST_F(JobStateMachineTest, HeartbeatsUpdateTheNode) {

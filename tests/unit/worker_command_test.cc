@@ -11,8 +11,8 @@ namespace {
 using Argv = std::vector<std::string>;
 
 TEST(WorkerCommandTest, PythonScriptRunsUnbuffered) {
-  auto argv = BuildWorkerArgv({"train.py", "--lr", "1e-4"}, false, false,
-                              "python3");
+  auto argv =
+      BuildWorkerArgv({"train.py", "--lr", "1e-4"}, false, false, "python3");
   ASSERT_TRUE(argv.ok());
   EXPECT_EQ(*argv, (Argv{"python3", "-u", "train.py", "--lr", "1e-4"}));
 }

@@ -9,9 +9,8 @@ namespace trl {
 namespace {
 
 AccelerateConfig Load(const std::string& name) {
-  auto config = LoadAccelerateConfigFile(std::string(TRL_SOURCE_DIR) +
-                                         "/tests/data/accelerate_configs/" +
-                                         name);
+  auto config = LoadAccelerateConfigFile(
+      std::string(TRL_SOURCE_DIR) + "/tests/data/accelerate_configs/" + name);
   EXPECT_TRUE(config.ok()) << config.status();
   return *config;
 }
@@ -84,18 +83,17 @@ TEST(JobEnvironmentTest, DeepSpeedAsAccelerateSetsIt) {
   const Environment env =
       BuildJobEnvironment(Load("deepspeed_zero3.yaml"), Inputs());
   ExpectContains(
-      env,
-      {{"ACCELERATE_USE_DEEPSPEED", "true"},
-       {"ACCELERATE_MIXED_PRECISION", "bf16"},
-       {"ACCELERATE_CONFIG_DS_FIELDS",
-        "deepspeed_multinode_launcher,offload_optimizer_device,"
-        "offload_param_device,zero3_init_flag,zero3_save_16bit_model,zero_"
-        "stage,mixed_precision"},
-       {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "3"},
-       {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none"},
-       {"ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none"},
-       {"ACCELERATE_DEEPSPEED_ZERO3_INIT", "true"},
-       {"ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "true"}});
+      env, {{"ACCELERATE_USE_DEEPSPEED", "true"},
+            {"ACCELERATE_MIXED_PRECISION", "bf16"},
+            {"ACCELERATE_CONFIG_DS_FIELDS",
+             "deepspeed_multinode_launcher,offload_optimizer_device,"
+             "offload_param_device,zero3_init_flag,zero3_save_16bit_model,zero_"
+             "stage,mixed_precision"},
+            {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "3"},
+            {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none"},
+            {"ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none"},
+            {"ACCELERATE_DEEPSPEED_ZERO3_INIT", "true"},
+            {"ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "true"}});
   // The DeepSpeed launcher sets no dynamo variables.
   EXPECT_EQ(env.count("ACCELERATE_DYNAMO_BACKEND"), 0u);
 }
@@ -124,8 +122,8 @@ TEST(JobEnvironmentTest, FsdpAsAccelerateSetsIt) {
                        {"FSDP_ACTIVATION_CHECKPOINTING", "false"},
                        {"ACCELERATE_DYNAMO_BACKEND", "NO"}});
   const Environment env2 = BuildJobEnvironment(Load("fsdp2.yaml"), Inputs());
-  ExpectContains(env2, {{"FSDP_VERSION", "2"},
-                        {"FSDP_RESHARD_AFTER_FORWARD", "true"}});
+  ExpectContains(
+      env2, {{"FSDP_VERSION", "2"}, {"FSDP_RESHARD_AFTER_FORWARD", "true"}});
 }
 
 TEST(JobEnvironmentTest, CpuRunsSayCpu) {
@@ -148,8 +146,8 @@ TEST(WorkerEnvironmentTest, RankVariables) {
   inputs.interface_name = "eth1";
   inputs.error_file = "/tmp/e.json";
   inputs.heartbeat_file = "/tmp/hb";
-  const Environment env =
-      BuildWorkerEnvironment({{"PATH", "/bin"}}, {{"WORLD_SIZE", "16"}}, inputs);
+  const Environment env = BuildWorkerEnvironment(
+      {{"PATH", "/bin"}}, {{"WORLD_SIZE", "16"}}, inputs);
   ExpectContains(env, {{"PATH", "/bin"},
                        {"WORLD_SIZE", "16"},
                        {"RANK", "11"},
@@ -170,13 +168,13 @@ TEST(WorkerEnvironmentTest, UserSettingsWin) {
   RankEnvironmentInputs inputs;
   inputs.local_world_size = 2;
   inputs.interface_name = "eth1";
-  const Environment env = BuildWorkerEnvironment(
-      {{"OMP_NUM_THREADS", "8"},
-       {"NCCL_SOCKET_IFNAME", "ib0"},
-       {"GLOO_SOCKET_IFNAME", "ib0"},
-       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
-       {"RANK", "99"}},
-      {}, inputs);
+  const Environment env =
+      BuildWorkerEnvironment({{"OMP_NUM_THREADS", "8"},
+                              {"NCCL_SOCKET_IFNAME", "ib0"},
+                              {"GLOO_SOCKET_IFNAME", "ib0"},
+                              {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
+                              {"RANK", "99"}},
+                             {}, inputs);
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "8");
   EXPECT_EQ(env.at("NCCL_SOCKET_IFNAME"), "ib0");
   EXPECT_EQ(env.at("GLOO_SOCKET_IFNAME"), "ib0");
@@ -205,9 +203,9 @@ TEST(WorkerEnvironmentTest, GpuIdsBecomeCudaVisibleDevices) {
 TEST(WorkerEnvironmentTest, DeepSpeedAddsLaunchDirectoryToPythonPath) {
   RankEnvironmentInputs inputs;
   inputs.working_directory = "/work/run";
-  const Environment env = BuildWorkerEnvironment(
-      {{"PYTHONPATH", "/opt/lib"}}, {{"ACCELERATE_USE_DEEPSPEED", "true"}},
-      inputs);
+  const Environment env =
+      BuildWorkerEnvironment({{"PYTHONPATH", "/opt/lib"}},
+                             {{"ACCELERATE_USE_DEEPSPEED", "true"}}, inputs);
   EXPECT_EQ(env.at("PYTHONPATH"), "/opt/lib:/work/run");
 }
 
