@@ -1,9 +1,12 @@
 #include "common/stop_signals.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include <cerrno>
-#include <ctime>
 
 namespace trl {
 namespace {
@@ -25,19 +28,35 @@ void BlockStopSignals() {
 }
 
 StopSignalWatcher::StopSignalWatcher(std::function<void(int)> on_signal) {
+  const sigset_t set = StopSignals();
+  signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC);
+  if (pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
   thread_ = std::thread([this, on_signal = std::move(on_signal)] {
-    const sigset_t set = StopSignals();
-    const timespec poll_interval = {0, 100 * 1000 * 1000};
-    while (!done_) {
-      const int signal = sigtimedwait(&set, nullptr, &poll_interval);
-      if (signal > 0) on_signal(signal);
+    while (true) {
+      pollfd polls[2] = {{signal_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      if (poll(polls, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (polls[1].revents != 0) return;  // the watcher is being destroyed
+      signalfd_siginfo info;
+      if (read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+        on_signal(static_cast<int>(info.ssi_signo));
+      }
     }
   });
 }
 
 StopSignalWatcher::~StopSignalWatcher() {
-  done_ = true;
+  if (wake_[1] >= 0) {
+    char byte = 1;
+    ssize_t ignored = write(wake_[1], &byte, 1);
+    (void)ignored;
+  }
   thread_.join();
+  for (int fd : {signal_fd_, wake_[0], wake_[1]}) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 }  // namespace trl

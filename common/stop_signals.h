@@ -1,10 +1,9 @@
 // The signals that stop a job (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2;
 // Slurm uses the last two for pre-emption), received by one thread through
-// sigtimedwait instead of an async handler.
+// a signalfd instead of an async handler.
 #ifndef TRL_COMMON_STOP_SIGNALS_H_
 #define TRL_COMMON_STOP_SIGNALS_H_
 
-#include <atomic>
 #include <functional>
 #include <thread>
 
@@ -23,7 +22,8 @@ class StopSignalWatcher {
   StopSignalWatcher& operator=(const StopSignalWatcher&) = delete;
 
  private:
-  std::atomic<bool> done_{false};
+  int signal_fd_ = -1;
+  int wake_[2] = {-1, -1};  // a pipe that ends the watching thread
   std::thread thread_;
 };
 

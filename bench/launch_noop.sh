@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): a no-op job, two test hosts x two workers
+# (`--no_python /bin/true`), from start to every process exited, under
+# trl-launch and under torchrun from Debian's python3-torch, side by side in
+# one run. Prints each run, the medians and the ratio torchrun / trl-launch.
+#
+# Usage: bench/launch_noop.sh [BUILD_DIR] [RUNS]     (root: network namespaces)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:-$here/../build}" && pwd)
+runs=${2:-5}
+source "$here/../tests/lib/testhosts.sh"
+testhosts_skip_unless_possible
+torchrun=${TORCHRUN:-/usr/bin/torchrun}
+[ -x "$torchrun" ] || { echo "torchrun not found (apt-get install python3-torch)"; exit 1; }
+
+work=$(mktemp -d)
+cleanup() { testhosts_destroy; rm -rf "$work"; }
+trap cleanup EXIT
+testhosts_create "trlbn$(( $$ % 10000 ))x" 2
+master=${TESTHOST_ADDR[1]}
+
+now() { date +%s.%N; }
+
+run_trl() {
+  local port=$1
+  local flags=(--num_machines 2 --num_processes 4 --main_process_ip "$master"
+               --main_process_port "$port" --use_cpu --no_python)
+  local t0; t0=$(now)
+  testhosts_exec 2 "$build/agent/trl-agent" --machine_rank 1 "${flags[@]}" >/dev/null 2>&1 &
+  local agent=$!
+  testhosts_exec 1 "$build/coordinator/trl-coord" start "${flags[@]}" /bin/true >/dev/null 2>&1
+  local rc=$?
+  wait $agent || rc=$?
+  local t1; t1=$(now)
+  [ $rc = 0 ] || { echo "trl-launch run failed ($rc)" >&2; return 1; }
+  echo "$t1 - $t0" | bc
+}
+
+run_torchrun() {
+  local port=$1
+  local logs="$work/torchrun-$port"
+  local common=(--nnodes 2 --nproc_per_node 2 --rdzv_backend c10d
+                --rdzv_endpoint "$master:$port" --redirects=1 --tee=1 --no_python)
+  local t0; t0=$(now)
+  testhosts_exec 2 "$torchrun" "${common[@]}" --log_dir "$logs-2" /bin/true >/dev/null 2>&1 &
+  local other=$!
+  testhosts_exec 1 "$torchrun" "${common[@]}" --rdzv_conf=is_host=1 --log_dir "$logs-1" /bin/true >/dev/null 2>&1
+  local rc=$?
+  wait $other || rc=$?
+  local t1; t1=$(now)
+  [ $rc = 0 ] || { echo "torchrun run failed ($rc)" >&2; return 1; }
+  echo "$t1 - $t0" | bc
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+minmax() { sort -g | awk 'NR==1{min=$1} {max=$1} END {printf "min %.3f, max %.3f", min, max}'; }
+
+: >"$work/trl"; : >"$work/torch"
+for i in $(seq 1 "$runs"); do
+  # Alternate, so that drift in machine load touches both alike.
+  t=$(run_trl $((31000 + i))) || exit 1; echo "$t" >>"$work/trl"
+  u=$(run_torchrun $((32000 + i))) || exit 1; echo "$u" >>"$work/torch"
+  printf 'run %d: trl-launch %.3f s, torchrun %.3f s\n' "$i" "$t" "$u"
+done
+trl_median=$(median <"$work/trl"); torch_median=$(median <"$work/torch")
+printf 'trl-launch median %.3f s (%s), torchrun median %.3f s (%s)\n' \
+  "$trl_median" "$(minmax <"$work/trl")" "$torch_median" "$(minmax <"$work/torch")"
+printf 'ratio torchrun / trl-launch: %.1f (target >= 50)\n' "$(echo "$torch_median / $trl_median" | bc -l)"
