@@ -89,8 +89,19 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       trl::JoinHostPort(*host, config->main_process_port);
   options.max_restarts = o.max_restarts;
   options.stop_grace_s = o.stop_grace_s;
-  trl::Coordinator core(options, trl::PrepareRendezvous,
-                        [] { return steady_clock::now(); });
+  // GPU jobs get a fresh NCCL unique id per generation, from a helper
+  // process beside this binary (built when NCCL was found).
+  std::unique_ptr<trl::NcclIdSource> nccl;
+  if (const std::string helper = trl::FindNcclRootHelper();
+      !helper.empty() && !config->use_cpu) {
+    nccl = std::make_unique<trl::NcclIdSource>(helper);
+  }
+  trl::Coordinator core(
+      options,
+      [&nccl](const std::string& master_addr) {
+        return trl::PrepareRendezvous(master_addr, nccl.get());
+      },
+      [] { return steady_clock::now(); });
   auto server =
       trl::CoordinatorServer::Start(*host, config->main_process_port, &core);
   if (!server.ok()) return Fail(std::string(server.status().message()));

@@ -1,5 +1,7 @@
 // A job end to end with the real binaries on loopback: success, the
 // environment every rank sees, a failure's exit code.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -100,6 +102,41 @@ TEST_F(LauncherTest, WorkersStillRunningAreStoppedWhenAPeerFails) {
   }
   EXPECT_EQ(worker_pids_.size(), 4u) << out;
   std::filesystem::remove_all(marks);
+}
+
+TEST_F(LauncherTest, GpuConfigStartsWithoutGpusAndGetsAnNcclId) {
+  std::vector<std::string> argv = {
+      TRL_COORD_BIN,
+      "start",
+      "--config_file",
+      std::string(TRL_SOURCE_DIR) +
+          "/tests/data/accelerate_configs/multi_gpu.yaml",
+      "--num_processes",
+      "2",
+      "--main_process_port",
+      std::to_string(port_),
+      TRL_ENV_WORKER_BIN,
+      "--print_env"};
+  Subprocess coord(argv);
+  ASSERT_EQ(coord.Wait(seconds(30)), 0) << coord.Output();
+  const std::string out = coord.Stdout();
+  RememberWorkerPids(out);
+  const auto rank0 = EnvOfRank(out, 0);
+  const auto rank1 = EnvOfRank(out, 1);
+  EXPECT_EQ(rank0.at("ACCELERATE_MIXED_PRECISION"), "bf16");
+  EXPECT_EQ(rank0.count("ACCELERATE_USE_CPU"), 0u);
+  if (access("/dev/nvidia0", F_OK) != 0) {
+    EXPECT_NE(coord.Stderr().find("asks for GPUs (distributed_type MULTI_GPU) "
+                                  "but this machine has none"),
+              std::string::npos)
+        << coord.Stderr();
+  }
+#ifdef TRL_HAVE_NCCL
+  // One fresh id for the generation, the same on every rank.
+  ASSERT_EQ(rank0.count("TRL_NCCL_UNIQUE_ID"), 1u) << coord.Output();
+  EXPECT_EQ(rank0.at("TRL_NCCL_UNIQUE_ID").size(), 256u);
+  EXPECT_EQ(rank0.at("TRL_NCCL_UNIQUE_ID"), rank1.at("TRL_NCCL_UNIQUE_ID"));
+#endif
 }
 
 TEST_F(LauncherTest, MissingProgramIsAClearFailure) {
