@@ -87,6 +87,17 @@ TEST(LaunchOptionsTest, EverySharedConfigIsAccepted) {
   }
 }
 
+TEST(LaunchOptionsTest, EveryShippedExampleConfigIsValid) {
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::string(TRL_SOURCE_DIR) + "/configs")) {
+    auto config = Resolve({"--config_file", entry.path().string()});
+    EXPECT_TRUE(config.ok()) << entry.path() << ": " << config.status();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+}
+
 TEST(LaunchOptionsTest, ReadsAccelerateDefaultConfigFile) {
   const auto home = std::filesystem::temp_directory_path() /
                     ("trl-hf-home-" + std::to_string(getpid()));
