@@ -25,6 +25,12 @@ struct AgentOptions {
   std::string advertise_addr;  // empty: the route's local address
   std::string log_dir;         // empty: no per-rank log files
   std::chrono::milliseconds heartbeat_interval{1000};
+  // Without a word from the coordinator for this long, workers are stopped
+  // (no worker runs unsupervised) and the agent reconnects.
+  std::chrono::milliseconds lease{4000};
+  // A worker that does not touch TRL_HEARTBEAT_FILE for this long is hung
+  // and killed; zero disables the check.
+  std::chrono::milliseconds worker_heartbeat_timeout{0};
   std::chrono::milliseconds connect_timeout{900000};
   int local_gpu_count = 0;
   // The environment workers inherit (the agent's own).

@@ -88,6 +88,25 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
   app.add_option(FlagNames("heartbeat_interval"), o.heartbeat_interval_s,
                  "Seconds between agent heartbeats (env "
                  "TRL_HEARTBEAT_INTERVAL)");
+  app.add_option(FlagNames("heartbeat_misses"), o.heartbeat_misses,
+                 "Missed heartbeats after which an agent counts as lost");
+  app.add_option(FlagNames("rejoin_timeout"), o.rejoin_timeout_s,
+                 "Seconds a restart waits for a lost machine to come back");
+  app.add_option(FlagNames("restart_backoff"), o.restart_backoff_s,
+                 "Seconds before the first restart; doubles with each");
+  app.add_option(FlagNames("restart_backoff_max"), o.restart_backoff_max_s,
+                 "Cap of the restart backoff, in seconds");
+  app.add_option(FlagNames("no_restart_exit_codes"), o.no_restart_exit_codes,
+                 "Worker exit codes that end the job without a restart")
+      ->delimiter(',');
+  app.add_option(FlagNames("worker_heartbeat_timeout"),
+                 o.worker_heartbeat_timeout_s,
+                 "Seconds without a touch of TRL_HEARTBEAT_FILE after which a "
+                 "worker counts as hung (0: off)");
+  app.add_option(FlagNames("lease"), o.lease_s,
+                 "Seconds an agent keeps workers running without hearing "
+                 "from the coordinator (default: heartbeat_interval x "
+                 "heartbeat_misses + 1)");
   app.add_option(FlagNames("python"), o.python,
                  "Python interpreter for .py commands (env TRL_PYTHON)");
 }

@@ -40,7 +40,23 @@ struct LaunchOptions {
   double stop_grace_s = 30;
   double rdzv_timeout_s = 900;
   double heartbeat_interval_s = 1;
+  int heartbeat_misses = 3;
+  double rejoin_timeout_s = 300;
+  double restart_backoff_s = 0.1;
+  double restart_backoff_max_s = 30;
+  std::vector<int> no_restart_exit_codes;
+  double worker_heartbeat_timeout_s = 0;  // 0: off
+  // How long an agent keeps workers running without hearing from the
+  // coordinator; 0 means heartbeat_interval * heartbeat_misses + 1 s.
+  double lease_s = 0;
   std::string python = "python3";
+
+  double AgentHeartbeatTimeoutSeconds() const {
+    return heartbeat_interval_s * heartbeat_misses;
+  }
+  double LeaseSeconds() const {
+    return lease_s > 0 ? lease_s : AgentHeartbeatTimeoutSeconds() + 1;
+  }
 
   // Which overrides were given on the command line.
   CLI::Option* machine_rank_flag = nullptr;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -26,6 +27,10 @@
 namespace {
 
 using std::chrono::steady_clock;
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "trl-coord: error: %s\n", message.c_str());
@@ -87,7 +92,13 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   options.job_id = NewJobId();
   options.coordinator_address =
       trl::JoinHostPort(*host, config->main_process_port);
-  options.max_restarts = o.max_restarts;
+  options.restart.max_restarts = o.max_restarts;
+  options.restart.initial_backoff = Millis(o.restart_backoff_s);
+  options.restart.max_backoff = Millis(o.restart_backoff_max_s);
+  options.restart.no_restart_exit_codes.insert(o.no_restart_exit_codes.begin(),
+                                               o.no_restart_exit_codes.end());
+  options.agent_heartbeat_timeout = Millis(o.AgentHeartbeatTimeoutSeconds());
+  options.rejoin_timeout = Millis(o.rejoin_timeout_s);
   options.stop_grace_s = o.stop_grace_s;
   // GPU jobs get a fresh NCCL unique id per generation, from a helper
   // process beside this binary (built when NCCL was found).
@@ -111,6 +122,14 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       options.job_id, options.coordinator_address, config->num_machines,
       config->num_processes);
 
+  // Timeouts (heartbeats, backoff, rejoin) advance on this clock.
+  std::atomic<bool> done{false};
+  std::thread ticker([&core, &done, interval = Millis(o.monitor_interval_s)] {
+    while (!done) {
+      std::this_thread::sleep_for(interval);
+      core.Tick();
+    }
+  });
   trl::StopSignalWatcher watcher([&core](int signal) {
     core.RequestStop(absl::StrCat("trl-coord received ", SignalName(signal)),
                      128 + signal);
@@ -126,8 +145,10 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     agent_options.coordinator_port = config->main_process_port;
     agent_options.advertise_addr = o.advertise_addr;
     agent_options.log_dir = o.log_dir;
-    agent_options.heartbeat_interval = std::chrono::milliseconds(
-        static_cast<int64_t>(o.heartbeat_interval_s * 1000));
+    agent_options.heartbeat_interval = Millis(o.heartbeat_interval_s);
+    agent_options.lease = Millis(o.LeaseSeconds());
+    agent_options.worker_heartbeat_timeout =
+        Millis(o.worker_heartbeat_timeout_s);
     agent_options.connect_timeout = std::chrono::seconds(30);
     agent_options.local_gpu_count = machine.gpu_count;
     agent_options.inherited_environment = trl::CurrentEnvironment();
@@ -150,6 +171,8 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   }
   core.WaitForLinksClosed(steady_clock::now() + std::chrono::seconds(10));
   if (agent_thread.joinable()) agent_thread.join();
+  done = true;
+  ticker.join();
   (*server)->Shutdown(1000);
 
   const auto status = core.Status();

@@ -21,6 +21,7 @@ WorkerExit FromProto(const pb::WorkerExited& exited) {
   exit.exit_code = exited.exit_code();
   exit.signal = exited.signal();
   exit.start_error = exited.start_error();
+  exit.reason = exited.reason();
   exit.last_lines.assign(exited.last_lines().begin(),
                          exited.last_lines().end());
   return exit;
@@ -72,9 +73,16 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
           code, now));
       break;
     }
+    case pb::AgentMessage::kHeartbeat: {
+      pb::CoordinatorMessage ack;
+      ack.mutable_heartbeat_ack();
+      link->Send(ack);
+      break;
+    }
     default:
       break;
   }
+  Execute(machine_.Tick(clock_()));
 }
 
 void Coordinator::HandleRegistration(AgentLink* link,
@@ -111,7 +119,7 @@ void Coordinator::HandleRegistration(AgentLink* link,
       info.machine_rank, info.hostname, info.advertise_addr,
       info.interface_name, info.local_world_size, machine_.nodes().size(),
       options_.config.num_machines);
-  if (machine_.ReadyToStart()) StartGeneration();
+  Execute(machine_.Tick(clock_()));
 }
 
 void Coordinator::StartGeneration() {
@@ -129,15 +137,18 @@ void Coordinator::StartGeneration() {
   inputs.job_id = options_.job_id;
   inputs.generation = start.generation;
   inputs.world_size = start.world_size;
-  inputs.max_restarts = options_.max_restarts;
+  inputs.max_restarts = options_.restart.max_restarts;
   inputs.master_addr = start.master_addr;
   inputs.master_port = rendezvous->master_port;
   inputs.nccl_unique_id_hex = rendezvous->nccl_unique_id_hex;
   inputs.coordinator_address = options_.coordinator_address;
   const Environment job_env = BuildJobEnvironment(options_.config, inputs);
-  Log()->info("generation {}: world size {}, MASTER_ADDR={} MASTER_PORT={}",
-              start.generation, start.world_size, start.master_addr,
-              rendezvous->master_port);
+  Log()->info(
+      "generation {}: world size {}, MASTER_ADDR={} MASTER_PORT={}, restarts "
+      "used {} of {}",
+      start.generation, start.world_size, start.master_addr,
+      rendezvous->master_port, machine_.restarts_used(),
+      options_.restart.max_restarts);
 
   pb::CoordinatorMessage message;
   pb::Assignment* assignment = message.mutable_assignment();
@@ -157,6 +168,23 @@ void Coordinator::StartGeneration() {
 }
 
 void Coordinator::Execute(const Decision& decision) {
+  for (int lost : decision.drop_agents) {
+    for (auto it = machine_rank_of_.begin(); it != machine_rank_of_.end();) {
+      if (it->second != lost) {
+        ++it;
+        continue;
+      }
+      Log()->warn("machine {} is lost: {}", lost,
+                  machine_.nodes().at(lost).lost_reason);
+      // Fencing: if it still hears us, it stops whatever it runs.
+      pb::CoordinatorMessage stop;
+      stop.mutable_stop()->set_generation(machine_.generation());
+      stop.mutable_stop()->set_reason("this machine was declared lost");
+      it->first->Send(stop);
+      it->first->Close();
+      it = machine_rank_of_.erase(it);
+    }
+  }
   if (decision.stop_generation) {
     Log()->warn("stopping generation {}: {}", machine_.generation(),
                 *decision.stop_generation);
@@ -176,7 +204,13 @@ void Coordinator::Execute(const Decision& decision) {
       link->Close();
     }
   }
+  if (decision.start_generation && !decision.finished) StartGeneration();
   changed_.notify_all();
+}
+
+void Coordinator::Tick() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Execute(machine_.Tick(clock_()));
 }
 
 void Coordinator::SendToRegistered(const pb::CoordinatorMessage& message) {
@@ -194,6 +228,7 @@ void Coordinator::OnDisconnected(AgentLink* link) {
       Log()->warn("the agent of machine {} disconnected", m);
     }
     Execute(machine_.AgentDisconnected(m, clock_()));
+    Execute(machine_.Tick(clock_()));
   }
   changed_.notify_all();
 }
@@ -201,6 +236,7 @@ void Coordinator::OnDisconnected(AgentLink* link) {
 void Coordinator::RequestStop(const std::string& reason, int exit_code) {
   std::lock_guard<std::mutex> lock(mutex_);
   Execute(machine_.StopRequested(reason, exit_code, clock_()));
+  Execute(machine_.Tick(clock_()));
 }
 
 pb::JobStatus Coordinator::Status() const {

@@ -40,7 +40,9 @@ struct CoordinatorOptions {
   std::string job_id;
   // host:port the coordinator serves on (TRL_COORDINATOR_ADDR).
   std::string coordinator_address;
-  int max_restarts = 0;
+  RestartPolicy restart;
+  std::chrono::milliseconds agent_heartbeat_timeout{3000};
+  std::chrono::milliseconds rejoin_timeout{300000};
   double stop_grace_s = 30;
 };
 
@@ -55,6 +57,8 @@ class Coordinator {
   // Idempotent: a link may report its end more than once.
   void OnDisconnected(AgentLink* link);
   void RequestStop(const std::string& reason, int exit_code);
+  // Checks timeouts; the edge calls it every monitor interval.
+  void Tick();
 
   trl::launch::v1::JobStatus Status() const;
   const std::string& job_id() const { return options_.job_id; }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/rank_layout.h"
 
@@ -18,6 +19,8 @@ const char* JobPhaseName(JobPhase phase) {
       return "running";
     case JobPhase::kStopping:
       return "stopping";
+    case JobPhase::kRestarting:
+      return "restarting";
     case JobPhase::kSucceeded:
       return "succeeded";
     case JobPhase::kFailed:
@@ -79,10 +82,12 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
         settings_.num_machines, " (machine ranks 0..",
         settings_.num_machines - 1, ")"));
   }
-  if (auto it = nodes_.find(m); it != nodes_.end() && it->second.connected) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "machine_rank ", m, " is already registered by host ",
-        it->second.info.hostname, " (", it->second.info.advertise_addr, ")"));
+  auto existing = nodes_.find(m);
+  if (existing != nodes_.end() && existing->second.connected) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("machine_rank ", m, " is already registered by host ",
+                     existing->second.info.hostname, " (",
+                     existing->second.info.advertise_addr, ")"));
   }
   std::vector<std::string> differences;
   for (const auto& [key, expected] : settings_.config_fingerprint) {
@@ -104,9 +109,17 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
     return absl::InvalidArgumentError(absl::StrCat(
         "local_world_size ", agent.local_world_size, " must be at least 1"));
   }
-  if (phase_ != JobPhase::kWaitingForAgents) {
+  const bool rejoin = existing != nodes_.end();
+  if (IsFinished(phase_) ||
+      (!rejoin && phase_ != JobPhase::kWaitingForAgents)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the job is ", JobPhaseName(phase_), " and takes no new agents"));
+  }
+  if (rejoin &&
+      agent.local_world_size != existing->second.info.local_world_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "machine ", m, " rejoins with ", agent.local_world_size,
+        " workers but had ", existing->second.info.local_world_size));
   }
   NodeRecord node;
   node.info = agent;
@@ -117,16 +130,65 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
 
 void JobStateMachine::Heartbeat(int machine_rank, TimePoint now) {
   auto it = nodes_.find(machine_rank);
-  if (it != nodes_.end()) it->second.last_heartbeat = now;
+  if (it != nodes_.end() && it->second.connected) {
+    it->second.last_heartbeat = now;
+  }
 }
 
-bool JobStateMachine::ReadyToStart() const {
-  if (phase_ != JobPhase::kWaitingForAgents) return false;
+bool JobStateMachine::ReadyToStart(TimePoint now) const {
+  if (phase_ != JobPhase::kWaitingForAgents &&
+      !(phase_ == JobPhase::kRestarting && now >= restart_not_before_)) {
+    return false;
+  }
   if (static_cast<int>(nodes_.size()) != settings_.num_machines) return false;
   for (const auto& [m, node] : nodes_) {
     if (!node.connected) return false;
   }
   return true;
+}
+
+Decision JobStateMachine::Tick(TimePoint now) {
+  Decision decision;
+  if (IsFinished(phase_)) return decision;
+  const auto timeout = settings_.agent_heartbeat_timeout;
+  if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents) {
+    std::vector<int> silent;
+    for (const auto& [m, node] : nodes_) {
+      if (node.connected && now - node.last_heartbeat > timeout) {
+        silent.push_back(m);
+      }
+    }
+    for (int m : silent) {
+      const double seconds =
+          std::chrono::duration<double>(now - nodes_.at(m).last_heartbeat)
+              .count();
+      Decision lost = LoseAgent(
+          m, absl::StrFormat("sent no heartbeat for %.1f s", seconds), now);
+      decision.drop_agents.push_back(m);
+      if (lost.stop_generation) decision.stop_generation = lost.stop_generation;
+      if (lost.finished) decision.finished = lost.finished;
+    }
+    if (IsFinished(phase_)) return decision;
+  }
+  if (phase_ == JobPhase::kRestarting && now > rejoin_deadline_) {
+    for (const auto& [m, node] : nodes_) {
+      if (node.connected) continue;
+      const std::string why =
+          absl::StrCat("machine ", m, " (host ", node.info.hostname, ") ",
+                       node.lost_reason, " and did not rejoin within ",
+                       settings_.rejoin_timeout.count() / 1000.0, " s");
+      FailureRecord failure;
+      failure.generation = generation_;
+      failure.machine_rank = m;
+      failure.hostname = node.info.hostname;
+      failure.reason = why;
+      failures_.push_back(failure);
+      Finish(JobOutcome{JobPhase::kFailed, 1, why}, decision);
+      return decision;
+    }
+  }
+  decision.start_generation = ReadyToStart(now);
+  return decision;
 }
 
 GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
@@ -139,6 +201,7 @@ GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
 
   ++generation_;
   phase_ = JobPhase::kRunning;
+  pending_outcome_.reset();
   ranks_.clear();
   GenerationStart start;
   start.generation = generation_;
@@ -185,7 +248,6 @@ void JobStateMachine::WorkerStarted(int machine_rank, int64_t generation,
 Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
                                        int local_rank, const WorkerExit& exit,
                                        TimePoint now) {
-  (void)now;
   Decision decision;
   RankRecord* rank = FindRank(machine_rank, generation, local_rank);
   if (rank == nullptr) return decision;
@@ -211,15 +273,19 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
       failure.reason = absl::StrCat(
           "rank ", rank->rank, " (local rank ", local_rank, " on machine ",
           machine_rank, ", host ", failure.hostname, ") ", exit.Describe());
-      return Fail(std::move(failure), exit.LauncherExitCode());
+      return Fail(std::move(failure), exit.LauncherExitCode(), now);
     }
   }
-  MaybeFinish(decision);
+  MaybeFinish(decision, now);
   return decision;
 }
 
 Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {
-  (void)now;
+  return LoseAgent(machine_rank, "disconnected", now);
+}
+
+Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
+                                    TimePoint now) {
   Decision decision;
   auto it = nodes_.find(machine_rank);
   if (it == nodes_.end() || !it->second.connected) return decision;
@@ -228,6 +294,7 @@ Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {
     return decision;
   }
   it->second.connected = false;
+  it->second.lost_reason = why;
   if (IsFinished(phase_)) return decision;
   for (auto& rank : ranks_) {
     if (rank.machine_rank == machine_rank &&
@@ -241,48 +308,77 @@ Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {
     failure.generation = generation_;
     failure.machine_rank = machine_rank;
     failure.hostname = it->second.info.hostname;
-    failure.reason =
-        absl::StrCat("the agent of machine ", machine_rank, " (host ",
-                     failure.hostname, ") disconnected");
-    return Fail(std::move(failure), 1);
+    failure.reason = absl::StrCat("the agent of machine ", machine_rank,
+                                  " (host ", failure.hostname, ") ", why);
+    return Fail(std::move(failure), 1, now);
   }
-  MaybeFinish(decision);
+  MaybeFinish(decision, now);
   return decision;
 }
 
 Decision JobStateMachine::StopRequested(const std::string& reason,
                                         int exit_code, TimePoint now) {
-  (void)now;
   Decision decision;
-  if (IsFinished(phase_) || phase_ == JobPhase::kStopping) return decision;
+  if (IsFinished(phase_)) return decision;
+  if (phase_ == JobPhase::kStopping && pending_outcome_ &&
+      pending_outcome_->phase == JobPhase::kStopped) {
+    return decision;  // already stopping for a stop request
+  }
   FailureRecord record;
   record.generation = generation_;
   record.reason = reason;
   failures_.push_back(record);
   pending_outcome_ = JobOutcome{JobPhase::kStopped, exit_code, reason};
-  if (phase_ == JobPhase::kWaitingForAgents) {
-    phase_ = JobPhase::kStopped;
-    outcome_ = pending_outcome_;
-    decision.finished = outcome_;
+  if (phase_ == JobPhase::kWaitingForAgents ||
+      phase_ == JobPhase::kRestarting) {
+    Finish(*pending_outcome_, decision);  // no worker runs
     return decision;
   }
+  const bool already_stopping = phase_ == JobPhase::kStopping;
   phase_ = JobPhase::kStopping;
-  decision.stop_generation = reason;
-  MaybeFinish(decision);
+  if (!already_stopping) decision.stop_generation = reason;
+  MaybeFinish(decision, now);
   return decision;
 }
 
-Decision JobStateMachine::Fail(FailureRecord failure, int exit_code) {
+Decision JobStateMachine::Fail(FailureRecord failure, int exit_code,
+                               TimePoint now) {
   Decision decision;
-  pending_outcome_ = JobOutcome{JobPhase::kFailed, exit_code, failure.reason};
+  const RestartPolicy& policy = settings_.restart;
+  const bool excluded =
+      failure.rank >= 0 && failure.exit.signal == 0 &&
+      failure.exit.start_error.empty() &&
+      policy.no_restart_exit_codes.count(failure.exit.exit_code) > 0;
+  std::string summary = failure.reason;
+  if (excluded) {
+    pending_outcome_ =
+        JobOutcome{JobPhase::kFailed, exit_code,
+                   absl::StrCat(summary, " (exit code ", failure.exit.exit_code,
+                                " is marked as not worth a restart)")};
+  } else if (restarts_used_ >= policy.max_restarts) {
+    pending_outcome_ =
+        JobOutcome{JobPhase::kFailed, exit_code,
+                   policy.max_restarts == 0
+                       ? summary
+                       : absl::StrCat(summary, " (all ", policy.max_restarts,
+                                      " restarts used)")};
+  } else {
+    pending_outcome_.reset();  // restart once the generation is gone
+  }
   failures_.push_back(std::move(failure));
   phase_ = JobPhase::kStopping;
-  decision.stop_generation = pending_outcome_->summary;
-  MaybeFinish(decision);
+  decision.stop_generation = summary;
+  MaybeFinish(decision, now);
   return decision;
 }
 
-void JobStateMachine::MaybeFinish(Decision& decision) {
+void JobStateMachine::Finish(JobOutcome outcome, Decision& decision) {
+  phase_ = outcome.phase;
+  outcome_ = std::move(outcome);
+  decision.finished = outcome_;
+}
+
+void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
   if (phase_ != JobPhase::kRunning && phase_ != JobPhase::kStopping) return;
   for (const auto& rank : ranks_) {
     if (rank.state == RankState::kPending ||
@@ -293,13 +389,20 @@ void JobStateMachine::MaybeFinish(Decision& decision) {
   if (phase_ == JobPhase::kRunning) {
     // Every rank exited on its own, and none failed (a failure would have
     // moved the job to kStopping).
-    pending_outcome_ = JobOutcome{
-        JobPhase::kSucceeded, 0,
-        absl::StrCat("all ", ranks_.size(), " ranks exited with code 0")};
+    Finish(JobOutcome{JobPhase::kSucceeded, 0,
+                      absl::StrCat("all ", ranks_.size(),
+                                   " ranks exited with code 0")},
+           decision);
+    return;
   }
-  phase_ = pending_outcome_->phase;
-  outcome_ = pending_outcome_;
-  decision.finished = outcome_;
+  if (pending_outcome_) {
+    Finish(*pending_outcome_, decision);
+    return;
+  }
+  ++restarts_used_;
+  phase_ = JobPhase::kRestarting;
+  restart_not_before_ = now + settings_.restart.BackoffBefore(restarts_used_);
+  rejoin_deadline_ = now + settings_.rejoin_timeout;
 }
 
 }  // namespace trl

@@ -1,7 +1,10 @@
 // The job's lifecycle as a pure state machine: agents register, a generation
-// is assigned, workers start and exit, the job ends. It opens no sockets,
-// starts no threads and never reads a clock: every event carries `now`, and
-// every method returns what the caller (the gRPC edge) must do next.
+// is assigned, workers start and exit; on a failure every worker of the
+// generation is stopped and, while the restart budget lasts, the next
+// generation starts once every machine is back; otherwise the job ends. It
+// opens no sockets, starts no threads and never reads a clock: every event
+// carries `now` (Tick too, for timeouts), and every method returns what the
+// caller (the gRPC edge) must do next.
 //
 // Not thread-safe: the owner serialises calls.
 #ifndef TRL_COORDINATOR_JOB_STATE_MACHINE_H_
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "coordinator/restart_policy.h"
 
 namespace trl {
 
@@ -34,6 +38,7 @@ enum class JobPhase {
   kWaitingForAgents,
   kRunning,
   kStopping,
+  kRestarting,
   kSucceeded,
   kFailed,
   kStopped,
@@ -55,6 +60,7 @@ struct WorkerExit {
   int exit_code = 0;
   int signal = 0;
   std::string start_error;  // the worker never ran
+  std::string reason;       // why the agent ended it (a hang), if it did
   std::vector<std::string> last_lines;
 
   bool Succeeded() const {
@@ -78,6 +84,7 @@ struct RankRecord {
 struct NodeRecord {
   AgentInfo info;
   bool connected = true;
+  std::string lost_reason;  // why it was declared lost, while it is
   TimePoint last_heartbeat;
   int rank_offset = 0;
 };
@@ -113,6 +120,11 @@ struct JobOutcome {
 
 // What the edge must do after an event. Several fields may be set at once.
 struct Decision {
+  // Every machine is there: prepare the rendezvous and call
+  // StartGeneration.
+  bool start_generation = false;
+  // Machines declared lost (missed heartbeats): close their streams.
+  std::vector<int> drop_agents;
   // Tell every agent to stop the current generation, with this reason.
   std::optional<std::string> stop_generation;
   // The job ended: tell every agent and finish.
@@ -125,6 +137,11 @@ struct JobSettings {
   // Settings every agent's config must agree on, key -> value.
   std::map<std::string, std::string> config_fingerprint;
   std::vector<std::string> command;
+  RestartPolicy restart;
+  // An agent silent for longer than this is lost; zero disables the check.
+  std::chrono::milliseconds agent_heartbeat_timeout{3000};
+  // How long a restart waits for a lost machine to come back.
+  std::chrono::milliseconds rejoin_timeout{300000};
 };
 
 class JobStateMachine {
@@ -132,14 +149,17 @@ class JobStateMachine {
   JobStateMachine(JobSettings settings, TimePoint now);
 
   // Accepts an agent, or says why not (duplicate or out-of-range
-  // machine_rank, a config that differs, a job past registration).
+  // machine_rank, a config that differs, a job that takes no agents now).
+  // A machine that was lost may register again (rejoin).
   absl::Status Register(const AgentInfo& agent, TimePoint now);
   void Heartbeat(int machine_rank, TimePoint now);
   Decision AgentDisconnected(int machine_rank, TimePoint now);
 
-  // True once every machine has registered and no generation runs yet.
-  bool ReadyToStart() const;
-  // Assigns ranks for the next generation. Requires ReadyToStart().
+  // Checks timeouts (heartbeats, rejoin) and whether a generation can start.
+  // Call it after every event and periodically.
+  Decision Tick(TimePoint now);
+  // Assigns ranks for the next generation. Only after a Decision said
+  // start_generation.
   GenerationStart StartGeneration(TimePoint now);
 
   void WorkerStarted(int machine_rank, int64_t generation, int local_rank,
@@ -154,6 +174,7 @@ class JobStateMachine {
   const JobSettings& settings() const { return settings_; }
   JobPhase phase() const { return phase_; }
   int64_t generation() const { return generation_; }
+  int restarts_used() const { return restarts_used_; }
   int world_size() const { return static_cast<int>(ranks_.size()); }
   TimePoint created_at() const { return created_at_; }
   const std::map<int, NodeRecord>& nodes() const { return nodes_; }
@@ -163,9 +184,12 @@ class JobStateMachine {
 
  private:
   RankRecord* FindRank(int machine_rank, int64_t generation, int local_rank);
-  Decision Fail(FailureRecord failure, int exit_code);
-  // Ends the job when nothing of the current generation is alive any more.
-  void MaybeFinish(Decision& decision);
+  bool ReadyToStart(TimePoint now) const;
+  Decision LoseAgent(int machine_rank, const std::string& why, TimePoint now);
+  Decision Fail(FailureRecord failure, int exit_code, TimePoint now);
+  void Finish(JobOutcome outcome, Decision& decision);
+  // Once nothing of the current generation is alive: restart or end.
+  void MaybeFinish(Decision& decision, TimePoint now);
 
   JobSettings settings_;
   TimePoint created_at_;
@@ -174,8 +198,12 @@ class JobStateMachine {
   std::map<int, NodeRecord> nodes_;
   std::vector<RankRecord> ranks_;
   std::vector<FailureRecord> failures_;
-  // Set when stopping starts: what the job ends as once workers are gone.
+  // Set when stopping starts: what the job ends as once workers are gone,
+  // or nothing when it restarts.
   std::optional<JobOutcome> pending_outcome_;
+  int restarts_used_ = 0;
+  TimePoint restart_not_before_;
+  TimePoint rejoin_deadline_;
   std::optional<JobOutcome> outcome_;
 };
 

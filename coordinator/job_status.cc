@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -20,7 +21,7 @@ double Seconds(TimePoint from, TimePoint to) {
 }
 
 std::string NodeState(const JobStateMachine& machine, const NodeRecord& node) {
-  if (!node.connected) return "disconnected";
+  if (!node.connected) return "lost";
   if (machine.phase() == JobPhase::kWaitingForAgents) return "registered";
   return JobPhaseName(machine.phase());
 }
@@ -41,6 +42,8 @@ pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
   status.set_world_size(machine.world_size());
   status.set_num_machines(machine.settings().num_machines);
   status.set_uptime_s(Seconds(machine.created_at(), now));
+  status.set_restarts_used(machine.restarts_used());
+  status.set_max_restarts(machine.settings().restart.max_restarts);
   for (const auto& arg : machine.settings().command) status.add_command(arg);
   for (const auto& [m, node] : machine.nodes()) {
     pb::NodeStatus* out = status.add_nodes();
@@ -78,9 +81,11 @@ pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
 std::string FormatJobTable(const pb::JobStatus& s) {
   std::string out = absl::StrFormat(
       "JOB %s  state %s  generation %d  world size %d  machines %d  uptime "
-      "%.1fs\n  command: %s\n",
+      "%.1fs\n  restarts: %d used, %d left\n  command: %s\n",
       s.job_id(), s.state(), s.generation(), s.world_size(), s.num_machines(),
-      s.uptime_s(), absl::StrJoin(s.command(), " "));
+      s.uptime_s(), s.restarts_used(),
+      std::max(0, s.max_restarts() - s.restarts_used()),
+      absl::StrJoin(s.command(), " "));
   absl::StrAppendFormat(&out, "\n%-8s %-20s %-16s %-14s %-8s %s\n", "MACHINE",
                         "HOST", "ADDRESS", "STATE", "WORKERS", "HEARTBEAT");
   for (const auto& node : s.nodes()) {

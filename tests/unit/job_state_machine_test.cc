@@ -40,7 +40,7 @@ class JobStateMachineTest : public testing::Test {
     for (int m = machines - 1; m >= 0; --m) {
       EXPECT_TRUE(job.Register(Agent(m), now_).ok());
     }
-    EXPECT_TRUE(job.ReadyToStart());
+    EXPECT_TRUE(job.Tick(now_).start_generation);
     GenerationStart start = job.StartGeneration(now_);
     for (const auto& node : start.nodes) {
       for (int local = 0; local < node.local_world_size; ++local) {
@@ -67,9 +67,9 @@ TEST_F(JobStateMachineTest, WaitsForEveryMachine) {
   JobStateMachine job(Settings(2), now_);
   EXPECT_EQ(job.phase(), JobPhase::kWaitingForAgents);
   ASSERT_TRUE(job.Register(Agent(1), now_).ok());
-  EXPECT_FALSE(job.ReadyToStart());
+  EXPECT_FALSE(job.Tick(now_).start_generation);
   ASSERT_TRUE(job.Register(Agent(0), now_).ok());
-  EXPECT_TRUE(job.ReadyToStart());
+  EXPECT_TRUE(job.Tick(now_).start_generation);
 }
 
 TEST_F(JobStateMachineTest, RanksFollowMachineRankNotArrival) {

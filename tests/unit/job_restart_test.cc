@@ -1,0 +1,240 @@
+// Restarts, lost machines and rejoins in the job state machine, on a fake
+// clock.
+#include <gtest/gtest.h>
+
+#include "coordinator/job_state_machine.h"
+
+namespace trl {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class JobRestartTest : public testing::Test {
+ protected:
+  TimePoint now_ = TimePoint() + seconds(1000);
+
+  JobSettings Settings(int max_restarts) {
+    JobSettings settings;
+    settings.job_id = "job";
+    settings.num_machines = 2;
+    settings.restart.max_restarts = max_restarts;
+    settings.restart.initial_backoff = milliseconds(100);
+    settings.restart.max_backoff = milliseconds(1000);
+    settings.restart.no_restart_exit_codes = {2};
+    settings.agent_heartbeat_timeout = seconds(3);
+    settings.rejoin_timeout = seconds(60);
+    return settings;
+  }
+
+  AgentInfo Agent(int m) {
+    AgentInfo info;
+    info.machine_rank = m;
+    info.hostname = "node" + std::to_string(m);
+    info.advertise_addr = "10.0.0." + std::to_string(m + 1);
+    info.local_world_size = 2;
+    return info;
+  }
+
+  // Starts a generation once Tick says so, with every worker running.
+  GenerationStart Start(JobStateMachine& job) {
+    EXPECT_TRUE(job.Tick(now_).start_generation);
+    GenerationStart start = job.StartGeneration(now_);
+    for (int m = 0; m < 2; ++m) {
+      for (int local = 0; local < 2; ++local) {
+        job.WorkerStarted(m, start.generation, local, 100 * m + local, now_);
+      }
+    }
+    return start;
+  }
+
+  JobStateMachine Registered(int max_restarts) {
+    JobStateMachine job(Settings(max_restarts), now_);
+    EXPECT_TRUE(job.Register(Agent(0), now_).ok());
+    EXPECT_TRUE(job.Register(Agent(1), now_).ok());
+    return job;
+  }
+
+  // The survivors of generation `g` exit from our SIGTERM.
+  Decision StopOthers(JobStateMachine& job, int64_t g, int failed_machine,
+                      int failed_local) {
+    Decision last;
+    WorkerExit terminated;
+    terminated.signal = 15;
+    for (int m = 0; m < 2; ++m) {
+      for (int local = 0; local < 2; ++local) {
+        if (m == failed_machine && local == failed_local) continue;
+        last = job.WorkerExited(m, g, local, terminated, now_);
+      }
+    }
+    return last;
+  }
+
+  static WorkerExit Code(int code) {
+    WorkerExit exit;
+    exit.exit_code = code;
+    return exit;
+  }
+};
+
+TEST(RestartPolicyTest, BackoffDoublesUpToTheCap) {
+  RestartPolicy policy;
+  policy.initial_backoff = milliseconds(100);
+  policy.max_backoff = milliseconds(700);
+  EXPECT_EQ(policy.BackoffBefore(1), milliseconds(100));
+  EXPECT_EQ(policy.BackoffBefore(2), milliseconds(200));
+  EXPECT_EQ(policy.BackoffBefore(3), milliseconds(400));
+  EXPECT_EQ(policy.BackoffBefore(4), milliseconds(700));
+  EXPECT_EQ(policy.BackoffBefore(40), milliseconds(700));
+}
+
+TEST_F(JobRestartTest, FailedWorkerRestartsTheWholeJobAfterBackoff) {
+  JobStateMachine job = Registered(3);
+  const GenerationStart first = Start(job);
+  Decision decision = job.WorkerExited(1, first.generation, 0, Code(1), now_);
+  ASSERT_TRUE(decision.stop_generation.has_value());
+  decision = StopOthers(job, first.generation, 1, 0);
+  EXPECT_FALSE(decision.finished.has_value());
+  EXPECT_EQ(job.phase(), JobPhase::kRestarting);
+  EXPECT_EQ(job.restarts_used(), 1);
+
+  // Not before the backoff has passed.
+  EXPECT_FALSE(job.Tick(now_ + milliseconds(99)).start_generation);
+  now_ += milliseconds(100);
+  const GenerationStart second = Start(job);
+  EXPECT_EQ(second.generation, first.generation + 1);
+  EXPECT_EQ(second.world_size, 4);
+  EXPECT_EQ(job.phase(), JobPhase::kRunning);
+
+  // Invariant 4: a late exit from generation 0 changes nothing.
+  decision = job.WorkerExited(0, first.generation, 0, Code(9), now_);
+  EXPECT_FALSE(decision.stop_generation.has_value());
+  EXPECT_EQ(job.phase(), JobPhase::kRunning);
+
+  for (int m = 0; m < 2; ++m) {
+    for (int local = 0; local < 2; ++local) {
+      decision = job.WorkerExited(m, second.generation, local, Code(0), now_);
+    }
+  }
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kSucceeded);
+  EXPECT_EQ(job.failures().size(), 1u);
+}
+
+TEST_F(JobRestartTest, SecondRestartWaitsTwiceAsLong) {
+  JobStateMachine job = Registered(3);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const GenerationStart start = Start(job);
+    job.WorkerExited(0, start.generation, 0, Code(1), now_);
+    StopOthers(job, start.generation, 0, 0);
+    if (attempt == 0) now_ += milliseconds(100);
+  }
+  EXPECT_EQ(job.restarts_used(), 2);
+  EXPECT_FALSE(job.Tick(now_ + milliseconds(199)).start_generation);
+  EXPECT_TRUE(job.Tick(now_ + milliseconds(200)).start_generation);
+}
+
+TEST_F(JobRestartTest, ExhaustedBudgetFailsTheJob) {
+  JobStateMachine job = Registered(1);
+  GenerationStart start = Start(job);
+  job.WorkerExited(0, start.generation, 1, Code(1), now_);
+  StopOthers(job, start.generation, 0, 1);
+  now_ += seconds(1);
+  start = Start(job);
+  job.WorkerExited(1, start.generation, 1, Code(5), now_);
+  const Decision decision = StopOthers(job, start.generation, 1, 1);
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kFailed);
+  EXPECT_EQ(decision.finished->exit_code, 5);
+  EXPECT_NE(decision.finished->summary.find("(all 1 restarts used)"),
+            std::string::npos)
+      << decision.finished->summary;
+  EXPECT_EQ(job.generation(), 1);
+}
+
+TEST_F(JobRestartTest, NoRestartExitCodeEndsTheJobAtOnce) {
+  JobStateMachine job = Registered(5);
+  const GenerationStart start = Start(job);
+  job.WorkerExited(0, start.generation, 0, Code(2), now_);
+  const Decision decision = StopOthers(job, start.generation, 0, 0);
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->exit_code, 2);
+  EXPECT_NE(decision.finished->summary.find(
+                "exit code 2 is marked as not worth a restart"),
+            std::string::npos);
+  EXPECT_EQ(job.restarts_used(), 0);
+}
+
+TEST_F(JobRestartTest, SilentAgentIsLostAndTheJobWaitsForItToRejoin) {
+  JobStateMachine job = Registered(2);
+  const GenerationStart start = Start(job);
+  now_ += seconds(2);
+  job.Heartbeat(0, now_);
+  EXPECT_TRUE(job.Tick(now_).drop_agents.empty());
+  now_ += milliseconds(1500);  // machine 1 silent for 3.5 s
+  job.Heartbeat(0, now_);
+  Decision decision = job.Tick(now_);
+  ASSERT_EQ(decision.drop_agents, std::vector<int>{1});
+  ASSERT_TRUE(decision.stop_generation.has_value());
+  EXPECT_NE(decision.stop_generation->find("sent no heartbeat for 3.5 s"),
+            std::string::npos)
+      << *decision.stop_generation;
+  WorkerExit terminated;
+  terminated.signal = 15;
+  job.WorkerExited(0, start.generation, 0, terminated, now_);
+  job.WorkerExited(0, start.generation, 1, terminated, now_);
+  EXPECT_EQ(job.phase(), JobPhase::kRestarting);
+
+  // Past the backoff, still no start: machine 1 is not back.
+  now_ += seconds(1);
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  // An unknown machine cannot take its place; machine 1 itself can.
+  AgentInfo stranger = Agent(1);
+  stranger.local_world_size = 3;
+  EXPECT_FALSE(job.Register(stranger, now_).ok());
+  ASSERT_TRUE(job.Register(Agent(1), now_).ok());
+  const GenerationStart next = Start(job);
+  EXPECT_EQ(next.generation, 1);
+}
+
+TEST_F(JobRestartTest, MachineThatNeverRejoinsFailsTheJob) {
+  JobStateMachine job = Registered(2);
+  const GenerationStart start = Start(job);
+  job.AgentDisconnected(1, now_);
+  WorkerExit terminated;
+  terminated.signal = 15;
+  job.WorkerExited(0, start.generation, 0, terminated, now_);
+  job.WorkerExited(0, start.generation, 1, terminated, now_);
+  job.Heartbeat(0, now_ + seconds(59));  // machine 0 stays alive
+  EXPECT_FALSE(job.Tick(now_ + seconds(59)).finished.has_value());
+  job.Heartbeat(0, now_ + seconds(61));
+  const Decision decision = job.Tick(now_ + seconds(61));
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kFailed);
+  EXPECT_NE(decision.finished->summary.find(
+                "machine 1 (host node1) disconnected and did not rejoin "
+                "within 60 s"),
+            std::string::npos)
+      << decision.finished->summary;
+}
+
+TEST_F(JobRestartTest, StopWhileRestartingEndsAtOnce) {
+  JobStateMachine job = Registered(2);
+  const GenerationStart start = Start(job);
+  job.WorkerExited(0, start.generation, 0, Code(1), now_);
+  StopOthers(job, start.generation, 0, 0);
+  ASSERT_EQ(job.phase(), JobPhase::kRestarting);
+  const Decision decision = job.StopRequested("SIGTERM", 143, now_);
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kStopped);
+  EXPECT_FALSE(job.Tick(now_ + seconds(5)).start_generation);
+}
+
+TEST_F(JobRestartTest, HeartbeatsAreNotCheckedWhileWaitingForAgents) {
+  JobStateMachine job(Settings(0), now_);
+  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+  EXPECT_TRUE(job.Tick(now_ + seconds(30)).drop_agents.empty());
+}
+
+}  // namespace
+}  // namespace trl
