@@ -1,6 +1,7 @@
 // trl-agent's logic: connect to the coordinator (waiting until it is up),
-// register this machine, start and supervise the workers of each assigned
-// generation, report their starts and exits, and end with the job.
+// register this machine and run a session (agent_session.h) that supervises
+// the workers; when the connection is lost, stop the workers and rejoin,
+// until the job ends.
 #ifndef TRL_AGENT_AGENT_H_
 #define TRL_AGENT_AGENT_H_
 
@@ -15,7 +16,13 @@
 #include "common/accelerate_config.h"
 #include "common/worker_environment.h"
 
+namespace grpc {
+class Channel;
+}
+
 namespace trl {
+
+class AgentSession;
 
 struct AgentOptions {
   // This machine's config; its machine_rank is the agent's.
@@ -47,7 +54,8 @@ class Agent {
 
   // Runs until the job ends; returns the exit code for this process: the
   // job's result, 2 when the coordinator refused this agent, 1 when the
-  // coordinator could not be reached or was lost.
+  // coordinator could not be reached within the connect timeout, 128+N
+  // after signal N.
   // Workers are forked from the calling thread, which must outlive them.
   int Run();
 
@@ -56,12 +64,14 @@ class Agent {
   void RequestStop(int signal);
 
  private:
-  class Session;
+  bool WaitForCoordinator(grpc::Channel& channel,
+                          std::chrono::milliseconds timeout);
+  int StopExitCode();  // 128+signal once a stop was requested, else 0
 
   const AgentOptions options_;
   Console* const console_;
   std::mutex mutex_;
-  Session* session_ = nullptr;  // set while Run is connected
+  AgentSession* session_ = nullptr;  // set while a session runs
   int stop_signal_ = 0;
 };
 

@@ -51,8 +51,13 @@ int main(int argc, char** argv) {
   agent_options.coordinator_port = config->main_process_port;
   agent_options.advertise_addr = options.advertise_addr;
   agent_options.log_dir = options.log_dir;
-  agent_options.heartbeat_interval = std::chrono::milliseconds(
-      static_cast<int64_t>(options.heartbeat_interval_s * 1000));
+  auto millis = [](double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  };
+  agent_options.heartbeat_interval = millis(options.heartbeat_interval_s);
+  agent_options.lease = millis(options.LeaseSeconds());
+  agent_options.worker_heartbeat_timeout =
+      millis(options.worker_heartbeat_timeout_s);
   agent_options.connect_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(options.rdzv_timeout_s * 1000));
   agent_options.local_gpu_count = machine.gpu_count;

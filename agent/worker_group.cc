@@ -1,17 +1,21 @@
 #include "agent/worker_group.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
+#include "absl/strings/str_format.h"
 #include "agent/worker_output.h"
 
 namespace trl {
 
 WorkerGroup::WorkerGroup(int64_t generation, Console* console, Events events,
-                         std::chrono::milliseconds stop_grace)
+                         std::chrono::milliseconds stop_grace,
+                         std::chrono::milliseconds heartbeat_timeout)
     : generation_(generation),
       console_(console),
       events_(std::move(events)),
-      stop_grace_(stop_grace) {}
+      stop_grace_(stop_grace),
+      heartbeat_timeout_(heartbeat_timeout) {}
 
 WorkerGroup::~WorkerGroup() {
   {
@@ -28,6 +32,7 @@ WorkerGroup::~WorkerGroup() {
     if (worker->waiter.joinable()) worker->waiter.join();
   }
   if (grace_thread_.joinable()) grace_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
 }
 
 void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
@@ -49,6 +54,8 @@ void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
       continue;
     }
     worker->process = *std::move(process);
+    worker->heartbeat_path = launch.heartbeat_path;
+    worker->started = std::chrono::system_clock::now();
     const int pid = worker->process->pid();
     Worker* raw = worker.get();
     {
@@ -61,6 +68,44 @@ void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
         [this, raw, rank = launch.rank, log_path = launch.log_path] {
           WaitFor(raw, rank, log_path);
         });
+  }
+  if (heartbeat_timeout_.count() > 0 && !heartbeat_thread_.joinable()) {
+    heartbeat_thread_ = std::thread([this] { WatchHeartbeats(); });
+  }
+}
+
+void WorkerGroup::WatchHeartbeats() {
+  const auto period = std::min<std::chrono::milliseconds>(
+      heartbeat_timeout_ / 4, std::chrono::milliseconds(500));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!shutting_down_ && !stopping_) {
+    const auto now = std::chrono::system_clock::now();
+    for (auto& worker : workers_) {
+      if (worker->exited || !worker->process || !worker->hang_reason.empty()) {
+        continue;
+      }
+      auto last = worker->started;
+      struct stat info;
+      if (!worker->heartbeat_path.empty() &&
+          stat(worker->heartbeat_path.c_str(), &info) == 0) {
+        const auto touched = std::chrono::system_clock::time_point(
+            std::chrono::seconds(info.st_mtim.tv_sec) +
+            std::chrono::nanoseconds(info.st_mtim.tv_nsec));
+        last = std::max(
+            last,
+            std::chrono::time_point_cast<std::chrono::system_clock::duration>(
+                touched));
+      }
+      const double silent = std::chrono::duration<double>(now - last).count();
+      if (now - last > heartbeat_timeout_) {
+        worker->hang_reason = absl::StrFormat(
+            "hung: no heartbeat in TRL_HEARTBEAT_FILE for %.1f s (timeout "
+            "%.1f s); killed",
+            silent, heartbeat_timeout_.count() / 1000.0);
+        worker->process->SignalGroup(SIGKILL);
+      }
+    }
+    changed_.wait_for(lock, period);
   }
 }
 
@@ -77,6 +122,7 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
   {
     std::lock_guard<std::mutex> lock(mutex_);
     worker->exited = true;
+    outcome.reason = worker->hang_reason;
   }
   changed_.notify_all();
   events_.exited(worker->local_rank, outcome);

@@ -27,11 +27,14 @@ struct WorkerLaunch {
   int rank = 0;
   WorkerSpec spec;
   std::string log_path;  // empty: no log file
+  // TRL_HEARTBEAT_FILE of this worker, watched when a timeout is set.
+  std::string heartbeat_path;
 };
 
 struct WorkerOutcome {
   ProcessExit exit;
   std::string start_error;  // set when the worker never ran
+  std::string reason;       // set when the group killed it (a hang)
   std::vector<std::string> last_lines;
 };
 
@@ -42,8 +45,13 @@ class WorkerGroup {
     std::function<void(int local_rank, const WorkerOutcome& outcome)> exited;
   };
 
+  // `heartbeat_timeout`: a worker whose heartbeat file is older than this
+  // (counting from its start until its first touch) is hung and killed;
+  // zero disables the check.
   WorkerGroup(int64_t generation, Console* console, Events events,
-              std::chrono::milliseconds stop_grace);
+              std::chrono::milliseconds stop_grace,
+              std::chrono::milliseconds heartbeat_timeout =
+                  std::chrono::milliseconds(0));
   // Kills whatever still runs and joins every thread.
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
@@ -68,15 +76,20 @@ class WorkerGroup {
     std::unique_ptr<WorkerProcess> process;
     std::thread waiter;
     bool exited = false;
+    std::string heartbeat_path;
+    std::chrono::system_clock::time_point started;
+    std::string hang_reason;  // set by WatchHeartbeats before it kills
   };
 
   void WaitFor(Worker* worker, int rank, const std::string& log_path);
   void EnforceGrace();
+  void WatchHeartbeats();
 
   const int64_t generation_;
   Console* console_;
   Events events_;
   const std::chrono::milliseconds stop_grace_;
+  const std::chrono::milliseconds heartbeat_timeout_;
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -84,6 +97,7 @@ class WorkerGroup {
   bool stopping_ = false;
   bool shutting_down_ = false;
   std::thread grace_thread_;
+  std::thread heartbeat_thread_;
 };
 
 }  // namespace trl

@@ -4,9 +4,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -123,16 +124,16 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       config->num_processes);
 
   // Timeouts (heartbeats, backoff, rejoin) advance on this clock.
-  std::atomic<bool> done{false};
-  std::thread ticker([&core, &done, interval = Millis(o.monitor_interval_s)] {
-    while (!done) {
-      std::this_thread::sleep_for(interval);
+  std::mutex ticker_mutex;
+  std::condition_variable ticker_wakeup;
+  bool done = false;
+  std::thread ticker([&, interval = Millis(o.monitor_interval_s)] {
+    std::unique_lock<std::mutex> lock(ticker_mutex);
+    while (!ticker_wakeup.wait_for(lock, interval, [&] { return done; })) {
+      lock.unlock();
       core.Tick();
+      lock.lock();
     }
-  });
-  trl::StopSignalWatcher watcher([&core](int signal) {
-    core.RequestStop(absl::StrCat("trl-coord received ", SignalName(signal)),
-                     128 + signal);
   });
 
   trl::Console console(stdout, stderr);
@@ -154,6 +155,15 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     agent_options.inherited_environment = trl::CurrentEnvironment();
     agent_options.working_directory = std::filesystem::current_path().string();
     local_agent = std::make_unique<trl::Agent>(agent_options, &console);
+  }
+  // A stop signal stops the job everywhere, and reaches machine 0's workers
+  // as the signal itself (Slurm's SIGUSR1/SIGUSR2 pre-emption notices).
+  trl::StopSignalWatcher watcher([&core, &local_agent](int signal) {
+    core.RequestStop(absl::StrCat("trl-coord received ", SignalName(signal)),
+                     128 + signal);
+    if (local_agent) local_agent->RequestStop(signal);
+  });
+  if (local_agent) {
     agent_thread = std::thread([&core, &local_agent] {
       const int exit_code = local_agent->Run();
       // If the local agent ended before the job did (refused, lost), the
@@ -171,7 +181,11 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   }
   core.WaitForLinksClosed(steady_clock::now() + std::chrono::seconds(10));
   if (agent_thread.joinable()) agent_thread.join();
-  done = true;
+  {
+    std::lock_guard<std::mutex> lock(ticker_mutex);
+    done = true;
+  }
+  ticker_wakeup.notify_all();
   ticker.join();
   (*server)->Shutdown(1000);
 

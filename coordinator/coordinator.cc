@@ -36,7 +36,9 @@ Coordinator::Coordinator(CoordinatorOptions options,
       clock_(std::move(clock)),
       machine_(JobSettings{options_.job_id, options_.config.num_machines,
                            AgreementFingerprint(options_.config),
-                           options_.worker_argv},
+                           options_.worker_argv, options_.restart,
+                           options_.agent_heartbeat_timeout,
+                           options_.rejoin_timeout},
                clock_()) {}
 
 void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {

@@ -1,0 +1,274 @@
+#include "agent/agent_session.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/worker_command.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+namespace fs = std::filesystem;
+using std::chrono::steady_clock;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("agent"); }
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string SignalName(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return name ? absl::StrCat("SIG", name) : absl::StrCat("signal ", signal);
+}
+
+}  // namespace
+
+AgentSession::AgentSession(const AgentOptions& options, Console* console,
+                           std::shared_ptr<grpc::Channel> channel,
+                           std::string scratch_dir)
+    : options_(options),
+      console_(console),
+      stub_(pb::Coordinator::NewStub(channel)),
+      scratch_dir_(std::move(scratch_dir)) {}
+
+AgentSession::~AgentSession() = default;
+
+bool AgentSession::Write(const pb::AgentMessage& message) {
+  std::lock_guard<std::mutex> lock(write_mutex_);
+  if (!open_) return false;
+  return stream_->Write(message);
+}
+
+void AgentSession::StopLocally(int signal, bool escalate) {
+  {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    if (group_) group_->Stop(escalate ? SIGKILL : signal);
+  }
+  if (escalate) return;
+  pb::AgentMessage message;
+  message.mutable_stopping()->set_reason(
+      absl::StrCat("received ", SignalName(signal)));
+  message.mutable_stopping()->set_signal(signal);
+  Write(message);
+}
+
+AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
+  last_heard_ns_ = NowNs();
+  stream_ = stub_->Attach(&context_);
+  {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    open_ = true;
+  }
+  pb::AgentMessage hello;
+  *hello.mutable_registration() = registration;
+  Write(hello);
+  std::thread heartbeat([this] { HeartbeatLoop(); });
+
+  std::optional<End> end;
+  pb::CoordinatorMessage message;
+  while (!end && stream_->Read(&message)) {
+    last_heard_ns_ = NowNs();
+    switch (message.body_case()) {
+      case pb::CoordinatorMessage::kRegistrationReply: {
+        const auto& reply = message.registration_reply();
+        if (!reply.accepted()) {
+          Log()->error("the coordinator refused this agent: {}",
+                       reply.reason());
+          end = End{End::kRefused, 2};
+        } else {
+          Log()->info("machine {} registered with job {}",
+                      registration.machine_rank(), reply.job_id());
+        }
+        break;
+      }
+      case pb::CoordinatorMessage::kAssignment:
+        StartWorkers(message.assignment());
+        break;
+      case pb::CoordinatorMessage::kStop: {
+        std::lock_guard<std::mutex> lock(group_mutex_);
+        if (group_ && group_->generation() == message.stop().generation()) {
+          Log()->info("stopping generation {}: {}", group_->generation(),
+                      message.stop().reason());
+          group_->Stop(SIGTERM);
+        }
+        break;
+      }
+      case pb::CoordinatorMessage::kFinished: {
+        const auto& finished = message.finished();
+        Log()->info("job {}: {}", finished.state(), finished.summary());
+        end = End{End::kJobFinished, finished.exit_code()};
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (!end) {
+    end = End{End::kLost, 1};
+    if (lease_expired_) {
+      Log()->error(
+          "no word from the coordinator for {} ms (the lease); stopping "
+          "workers",
+          options_.lease.count());
+    } else {
+      Log()->error(
+          "lost the connection to the coordinator at {}:{}; "
+          "stopping workers",
+          options_.coordinator_host, options_.coordinator_port);
+    }
+  }
+  {
+    std::unique_lock<std::mutex> lock(group_mutex_);
+    if (group_) {
+      group_->Stop(SIGTERM);
+      group_->WaitUntilAllExited(steady_clock::now() + stop_grace_ +
+                                 std::chrono::seconds(2));
+      group_.reset();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    open_ = false;
+  }
+  heartbeat_wakeup_.notify_all();
+  heartbeat.join();
+  if (end->kind == End::kJobFinished) {
+    stream_->WritesDone();
+  } else {
+    context_.TryCancel();
+  }
+  stream_->Finish();
+  return *end;
+}
+
+void AgentSession::HeartbeatLoop() {
+  pb::AgentMessage beat;
+  beat.mutable_heartbeat();
+  const auto lease_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.lease)
+          .count();
+  // Wake often enough to notice the lease's end in time.
+  const auto period = std::min<std::chrono::milliseconds>(
+      options_.heartbeat_interval, std::chrono::milliseconds(250));
+  auto next_beat = steady_clock::now();
+  std::unique_lock<std::mutex> lock(write_mutex_);
+  while (open_) {
+    if (steady_clock::now() >= next_beat) {
+      stream_->Write(beat);
+      next_beat = steady_clock::now() + options_.heartbeat_interval;
+    }
+    if (NowNs() - last_heard_ns_ > lease_ns) {
+      lease_expired_ = true;
+      context_.TryCancel();  // Read returns false: the session ends
+      break;
+    }
+    heartbeat_wakeup_.wait_for(lock, period);
+  }
+}
+
+void AgentSession::ReportExit(int64_t generation, int local_rank,
+                              const WorkerOutcome& outcome) {
+  pb::AgentMessage message;
+  auto* exited = message.mutable_worker_exited();
+  exited->set_generation(generation);
+  exited->set_local_rank(local_rank);
+  exited->set_exit_code(outcome.exit.exit_code);
+  exited->set_signal(outcome.exit.signal);
+  exited->set_start_error(outcome.start_error);
+  exited->set_reason(outcome.reason);
+  for (const auto& line : outcome.last_lines) exited->add_last_lines(line);
+  Write(message);
+}
+
+void AgentSession::StartWorkers(const pb::Assignment& a) {
+  const int64_t generation = a.generation();
+  stop_grace_ =
+      std::chrono::milliseconds(static_cast<int64_t>(a.stop_grace_s() * 1000));
+  std::unique_lock<std::mutex> lock(group_mutex_);
+  group_.reset();  // nothing of an older generation may survive
+
+  if (a.argv_size() == 0) return;
+  std::vector<std::string> argv(a.argv().begin(), a.argv().end());
+  auto path = options_.inherited_environment.find("PATH");
+  auto executable = ResolveExecutable(
+      argv[0], path == options_.inherited_environment.end() ? "/usr/bin:/bin"
+                                                            : path->second);
+
+  fs::path run_dir = options_.log_dir.empty()
+                         ? fs::path(scratch_dir_)
+                         : fs::path(options_.log_dir) / a.job_id();
+  run_dir /= absl::StrCat("gen", generation);
+  std::error_code dir_error;
+  fs::create_directories(run_dir, dir_error);
+
+  Environment job_env(a.job_environment().begin(), a.job_environment().end());
+  std::vector<WorkerLaunch> launches;
+  for (int local = 0; local < a.local_world_size(); ++local) {
+    const int rank = a.rank_offset() + local;
+    RankEnvironmentInputs inputs;
+    inputs.machine_rank = a.machine_rank();
+    inputs.rank_offset = a.rank_offset();
+    inputs.local_world_size = a.local_world_size();
+    inputs.local_rank = local;
+    inputs.gpu_ids = options_.config.gpu_ids;
+    inputs.interface_name = options_.interface_name;
+    inputs.error_file = run_dir / absl::StrCat("rank", rank, ".error.json");
+    inputs.heartbeat_file = run_dir / absl::StrCat("rank", rank, ".heartbeat");
+    inputs.working_directory = options_.working_directory;
+    WorkerLaunch launch;
+    launch.local_rank = local;
+    launch.rank = rank;
+    launch.spec.executable = executable.ok() ? *executable : argv[0];
+    launch.spec.argv = argv;
+    launch.spec.environment =
+        BuildWorkerEnvironment(options_.inherited_environment, job_env, inputs);
+    launch.spec.working_directory = options_.working_directory;
+    launch.heartbeat_path = inputs.heartbeat_file;
+    if (!options_.log_dir.empty()) {
+      launch.log_path = run_dir / absl::StrCat("rank", rank, ".log");
+    }
+    launches.push_back(std::move(launch));
+  }
+
+  WorkerGroup::Events events;
+  events.started = [this, generation](int local_rank, int pid) {
+    pb::AgentMessage message;
+    message.mutable_worker_started()->set_generation(generation);
+    message.mutable_worker_started()->set_local_rank(local_rank);
+    message.mutable_worker_started()->set_pid(pid);
+    Write(message);
+  };
+  events.exited = [this, generation](int local_rank,
+                                     const WorkerOutcome& outcome) {
+    ReportExit(generation, local_rank, outcome);
+  };
+  group_ = std::make_unique<WorkerGroup>(generation, console_,
+                                         std::move(events), stop_grace_,
+                                         options_.worker_heartbeat_timeout);
+  if (!executable.ok()) {
+    Log()->error("cannot start workers: {}",
+                 std::string(executable.status().message()));
+    for (const auto& launch : launches) {
+      WorkerOutcome outcome;
+      outcome.start_error = std::string(executable.status().message());
+      ReportExit(generation, launch.local_rank, outcome);
+    }
+    return;
+  }
+  Log()->info("generation {}: starting ranks {}..{}", generation,
+              a.rank_offset(), a.rank_offset() + a.local_world_size() - 1);
+  group_->Start(std::move(launches));
+}
+
+}  // namespace trl

@@ -1,0 +1,76 @@
+// One connection of an agent to the coordinator, from registration to the
+// job's end or to the connection's loss: it starts and stops the workers
+// of each assigned generation, reports their starts and exits, sends
+// heartbeats, and holds a lease: without a word from the coordinator for
+// the lease's length it gives up the connection. Workers never outlive the
+// session that started them.
+#ifndef TRL_AGENT_AGENT_SESSION_H_
+#define TRL_AGENT_AGENT_SESSION_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agent/agent.h"
+#include "agent/worker_group.h"
+#include "proto/trl_launch.grpc.pb.h"
+
+namespace trl {
+
+class AgentSession {
+ public:
+  // How a session ended.
+  struct End {
+    enum Kind { kJobFinished, kRefused, kLost } kind = kLost;
+    int exit_code = 1;  // the job's, for kJobFinished
+  };
+
+  // `scratch_dir` holds per-rank files when no log_dir is set.
+  AgentSession(const AgentOptions& options, Console* console,
+               std::shared_ptr<grpc::Channel> channel, std::string scratch_dir);
+  ~AgentSession();
+
+  // Runs the session on the calling thread, which forks the workers and so
+  // must outlive them (it does: they are stopped before Run returns).
+  End Run(const trl::launch::v1::AgentRegistration& registration);
+
+  // Thread-safe, from the signal thread: forward `signal` to the workers'
+  // process groups and tell the coordinator; `escalate` kills them instead.
+  void StopLocally(int signal, bool escalate);
+
+ private:
+  bool Write(const trl::launch::v1::AgentMessage& message);
+  void HeartbeatLoop();
+  void StartWorkers(const trl::launch::v1::Assignment& assignment);
+  void ReportExit(int64_t generation, int local_rank,
+                  const WorkerOutcome& outcome);
+
+  const AgentOptions& options_;
+  Console* const console_;
+  std::unique_ptr<trl::launch::v1::Coordinator::Stub> stub_;
+  const std::string scratch_dir_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<trl::launch::v1::AgentMessage,
+                                           trl::launch::v1::CoordinatorMessage>>
+      stream_;
+
+  std::mutex write_mutex_;
+  bool open_ = false;  // guarded by write_mutex_
+  std::condition_variable heartbeat_wakeup_;
+  // When the coordinator was last heard from (steady clock, in ns).
+  std::atomic<int64_t> last_heard_ns_{0};
+  std::atomic<bool> lease_expired_{false};
+
+  std::mutex group_mutex_;
+  std::unique_ptr<WorkerGroup> group_;  // guarded by group_mutex_
+  std::chrono::milliseconds stop_grace_{30000};
+};
+
+}  // namespace trl
+
+#endif  // TRL_AGENT_AGENT_SESSION_H_
