@@ -130,6 +130,10 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
 
 void WorkerGroup::Stop(int signal) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // The first signal starts the grace period; later stop orders do not
+  // interrupt it (a worker checkpointing on SIGUSR1 keeps its time), only
+  // SIGKILL escalates.
+  if (stopping_ && signal != SIGKILL) return;
   for (auto& worker : workers_) {
     if (!worker->exited && worker->process) {
       worker->process->SignalGroup(signal);

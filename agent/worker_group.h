@@ -64,7 +64,8 @@ class WorkerGroup {
   void Start(std::vector<WorkerLaunch> launches);
 
   // Sends `signal` to every worker's process group now and SIGKILL to those
-  // still alive after the grace period. Returns at once.
+  // still alive after the grace period. Returns at once. Once stopping, only
+  // SIGKILL is sent again.
   void Stop(int signal);
 
   // Waits until every worker has exited; false if the deadline passed.

@@ -5,7 +5,9 @@
 #include <filesystem>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace trl {
 namespace {
@@ -97,8 +99,8 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
   app.add_option(FlagNames("restart_backoff_max"), o.restart_backoff_max_s,
                  "Cap of the restart backoff, in seconds");
   app.add_option(FlagNames("no_restart_exit_codes"), o.no_restart_exit_codes,
-                 "Worker exit codes that end the job without a restart")
-      ->delimiter(',');
+                 "Worker exit codes that end the job without a restart, "
+                 "e.g. 2,64");
   app.add_option(FlagNames("worker_heartbeat_timeout"),
                  o.worker_heartbeat_timeout_s,
                  "Seconds without a touch of TRL_HEARTBEAT_FILE after which a "
@@ -109,6 +111,22 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "heartbeat_misses + 1)");
   app.add_option(FlagNames("python"), o.python,
                  "Python interpreter for .py commands (env TRL_PYTHON)");
+}
+
+absl::StatusOr<std::vector<int>> ParseExitCodeList(const std::string& text) {
+  std::vector<int> codes;
+  if (text.empty()) return codes;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int code = -1;
+    const std::string trimmed(absl::StripAsciiWhitespace(part));
+    if (!absl::SimpleAtoi(trimmed, &code) || code < 0 || code > 255) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--no_restart_exit_codes '", text, "': '", trimmed,
+                       "' is not an exit code (0..255)"));
+    }
+    codes.push_back(code);
+  }
+  return codes;
 }
 
 std::string AccelerateDefaultConfigPath(const LocalMachine& machine) {

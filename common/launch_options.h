@@ -44,7 +44,7 @@ struct LaunchOptions {
   double rejoin_timeout_s = 300;
   double restart_backoff_s = 0.1;
   double restart_backoff_max_s = 30;
-  std::vector<int> no_restart_exit_codes;
+  std::string no_restart_exit_codes;      // "2,64"
   double worker_heartbeat_timeout_s = 0;  // 0: off
   // How long an agent keeps workers running without hearing from the
   // coordinator; 0 means heartbeat_interval * heartbeat_misses + 1 s.
@@ -82,6 +82,9 @@ struct LocalMachine {
 
 // Where Accelerate keeps its default config file.
 std::string AccelerateDefaultConfigPath(const LocalMachine& machine);
+
+// Parses a comma-separated list of exit codes (0..255), e.g. "2,64".
+absl::StatusOr<std::vector<int>> ParseExitCodeList(const std::string& text);
 
 // Loads the config the flags name (or the default one), applies the flag
 // overrides and fills what is still unset, then validates it.

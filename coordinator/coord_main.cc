@@ -96,8 +96,10 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   options.restart.max_restarts = o.max_restarts;
   options.restart.initial_backoff = Millis(o.restart_backoff_s);
   options.restart.max_backoff = Millis(o.restart_backoff_max_s);
-  options.restart.no_restart_exit_codes.insert(o.no_restart_exit_codes.begin(),
-                                               o.no_restart_exit_codes.end());
+  auto no_restart = trl::ParseExitCodeList(o.no_restart_exit_codes);
+  if (!no_restart.ok()) return Fail(std::string(no_restart.status().message()));
+  options.restart.no_restart_exit_codes.insert(no_restart->begin(),
+                                               no_restart->end());
   options.agent_heartbeat_timeout = Millis(o.AgentHeartbeatTimeoutSeconds());
   options.rejoin_timeout = Millis(o.rejoin_timeout_s);
   options.stop_grace_s = o.stop_grace_s;
@@ -159,9 +161,10 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   // A stop signal stops the job everywhere, and reaches machine 0's workers
   // as the signal itself (Slurm's SIGUSR1/SIGUSR2 pre-emption notices).
   trl::StopSignalWatcher watcher([&core, &local_agent](int signal) {
+    // The workers get the signal itself first; the stop order follows.
+    if (local_agent) local_agent->RequestStop(signal);
     core.RequestStop(absl::StrCat("trl-coord received ", SignalName(signal)),
                      128 + signal);
-    if (local_agent) local_agent->RequestStop(signal);
   });
   if (local_agent) {
     agent_thread = std::thread([&core, &local_agent] {

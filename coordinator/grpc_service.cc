@@ -119,6 +119,10 @@ absl::Status CheckCanListen(const std::string& host, int port) {
         absl::StrCat("'", host, "' is not a numeric address"));
   }
   int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // As gRPC's own listener: connections of an earlier coordinator in
+  // TIME_WAIT must not keep a restarted one off its port.
+  int one = 1;
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   int rc = fd < 0 ? -1 : bind(fd, found->ai_addr, found->ai_addrlen);
   const int error = errno;
   if (fd >= 0) close(fd);

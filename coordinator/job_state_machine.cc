@@ -57,6 +57,7 @@ const char* RankStateName(RankState state) {
 std::string WorkerExit::Describe() const {
   if (!start_error.empty())
     return absl::StrCat("could not start: ", start_error);
+  if (!reason.empty()) return reason;
   if (signal != 0) {
     const char* name = sigabbrev_np(signal);
     return absl::StrCat("was killed by signal ", signal,

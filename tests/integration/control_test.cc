@@ -94,6 +94,34 @@ TEST_F(LauncherTest, InterruptStopsEveryWorkerOnEveryMachine) {
             std::string::npos);
 }
 
+TEST_F(LauncherTest, PreemptionSignalReachesTheWorkers) {
+  // Slurm warns of pre-emption with SIGUSR1: the workers see it, then stop.
+  auto coord = StartCoordinator(
+      1, 2,
+      {"/bin/sh", "-c",
+       "trap 'echo \"rank $RANK got USR1\"; exit 0' USR1; "
+       "echo \"pid $$: up\"; while true; do sleep 0.05; done"});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string out = coord->Stdout();
+        return out.find("[rank 0] pid") != std::string::npos &&
+               out.find("[rank 1] pid") != std::string::npos;
+      },
+      seconds(20)))
+      << coord->Output();
+  coord->Signal(SIGUSR1);
+  EXPECT_EQ(coord->Wait(seconds(20)), 128 + SIGUSR1) << coord->Output();
+  EXPECT_NE(coord->Stdout().find("rank 0 got USR1"), std::string::npos)
+      << coord->Output();
+  EXPECT_NE(coord->Stdout().find("rank 1 got USR1"), std::string::npos);
+  static const std::regex pid_pattern("pid ([0-9]+): up");
+  const std::string out = coord->Stdout();
+  for (std::sregex_iterator it(out.begin(), out.end(), pid_pattern), end;
+       it != end; ++it) {
+    worker_pids_.insert(std::stoi((*it)[1]));
+  }
+}
+
 TEST_F(LauncherTest, TerminatingAnAgentStopsTheWholeJob) {
   auto agent = StartAgent(2, 4, 1);
   auto coord = StartCoordinator(2, 4, Worker({"--sleep", "120"}));
@@ -147,6 +175,8 @@ TEST_F(LauncherTest, BadInputExitsWithCode2BeforeAnythingStarts) {
         "--main_process_ip", "127.0.0.1", "/bin/true"},
        "runs machine 0"},
       {{"--num_processes", "two", "/bin/true"}, "num_processes"},
+      {{"--no_restart_exit_codes", "2,x", "/bin/true"},
+       "'x' is not an exit code"},
       {{"--main_process_ip", "10.255.255.254", "--main_process_port", port,
         "/bin/true"},
        "is not an address of this machine"},

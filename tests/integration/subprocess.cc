@@ -124,6 +124,10 @@ bool ProcessExists(pid_t pid) {
 
 bool PortIsFree(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  // Connections in TIME_WAIT do not count: a listener (or any live socket
+  // bound to the port) does.
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr = {};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);

@@ -46,7 +46,8 @@ bool WaitUntil(const std::function<bool()>& condition,
                std::chrono::milliseconds timeout);
 
 bool ProcessExists(pid_t pid);
-// True if nothing listens on 127.0.0.1:port (a bind succeeds).
+// True if no live socket holds 127.0.0.1:port (a bind with SO_REUSEADDR
+// succeeds; connections in TIME_WAIT do not count).
 bool PortIsFree(int port);
 int FreePort();
 

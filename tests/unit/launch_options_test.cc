@@ -114,6 +114,16 @@ TEST(LaunchOptionsTest, ReadsAccelerateDefaultConfigFile) {
   EXPECT_NE(config->source.find("default_config.yaml"), std::string::npos);
 }
 
+TEST(LaunchOptionsTest, ExitCodeLists) {
+  auto codes = ParseExitCodeList("2, 64,0");
+  ASSERT_TRUE(codes.ok()) << codes.status();
+  EXPECT_EQ(*codes, (std::vector<int>{2, 64, 0}));
+  EXPECT_TRUE(ParseExitCodeList("")->empty());
+  EXPECT_FALSE(ParseExitCodeList("256").ok());
+  EXPECT_FALSE(ParseExitCodeList("2,,3").ok());
+  EXPECT_FALSE(ParseExitCodeList("-1").ok());
+}
+
 TEST(LaunchOptionsTest, BadOverrideIsValidatedAfterwards) {
   auto config = Resolve({"--num_machines", "2", "--num_processes", "3",
                          "--main_process_ip", "10.0.0.1"});

@@ -1,0 +1,195 @@
+// Failures and restarts with the real binaries on loopback: a worker killed
+// with SIGKILL, a hung worker, a killed agent that comes back, a budget that
+// runs out, an exit code not worth a restart, a grandchild that ignores
+// SIGTERM. Every test also checks the invariants: one generation at a time,
+// every rank of a generation agreeing on its number, nothing left behind.
+#include <signal.h>
+
+#include <map>
+
+#include "tests/integration/launcher_fixture.h"
+
+namespace trl::testing {
+namespace {
+
+// A worker as a shell script (the command, not a shell of ours): it prints
+// "pid P gen G rank R", then runs `gen0` in generation 0 and `later` after.
+std::vector<std::string> Script(const std::string& gen0,
+                                const std::string& later) {
+  return {"/bin/sh", "-c",
+          "echo \"pid $$ gen $TORCHELASTIC_RESTART_COUNT rank $RANK\"; "
+          "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then " +
+              gen0 + "; else " + later + "; fi"};
+}
+
+struct Sighting {
+  pid_t pid;
+  int generation;
+  int rank;
+};
+
+std::vector<Sighting> Sightings(const std::string& output) {
+  static const std::regex pattern("pid ([0-9]+) gen ([0-9]+) rank ([0-9]+)");
+  std::vector<Sighting> seen;
+  for (std::sregex_iterator it(output.begin(), output.end(), pattern), end;
+       it != end; ++it) {
+    seen.push_back(
+        {std::stoi((*it)[1]), std::stoi((*it)[2]), std::stoi((*it)[3])});
+  }
+  return seen;
+}
+
+class RestartTest : public LauncherTest {
+ protected:
+  // Invariant 2 for every generation seen: ranks 0..world-1 once each.
+  // With `all_printed` false, a rank may be missing: one its peer's quick
+  // failure stopped before it printed anything.
+  void ExpectGenerations(const std::string& output, int generations,
+                         int world_size, bool all_printed = true) {
+    std::map<int, std::multiset<int>> ranks_by_generation;
+    for (const auto& s : Sightings(output)) {
+      ranks_by_generation[s.generation].insert(s.rank);
+      worker_pids_.insert(s.pid);
+    }
+    EXPECT_EQ(static_cast<int>(ranks_by_generation.size()), generations)
+        << output;
+    for (const auto& [generation, ranks] : ranks_by_generation) {
+      if (all_printed) {
+        EXPECT_EQ(static_cast<int>(ranks.size()), world_size)
+            << "generation " << generation << "\n"
+            << output;
+      }
+      for (int rank : ranks) {
+        EXPECT_TRUE(rank >= 0 && rank < world_size) << rank;
+      }
+      for (int rank = 0; rank < world_size; ++rank) {
+        EXPECT_LE(ranks.count(rank), 1u)
+            << "rank " << rank << " of generation " << generation;
+        if (all_printed) {
+          EXPECT_EQ(ranks.count(rank), 1u)
+              << "rank " << rank << " of generation " << generation;
+        }
+      }
+    }
+  }
+
+  // Waits until the first generation has all `world_size` workers printed in
+  // `outputs` and returns their sightings.
+  std::vector<Sighting> WaitForGeneration0(
+      const std::vector<Subprocess*>& processes, int world_size) {
+    std::vector<Sighting> seen;
+    WaitUntil(
+        [&] {
+          std::string all;
+          for (auto* p : processes) all += p->Stdout();
+          seen.clear();
+          for (const auto& s : Sightings(all)) {
+            if (s.generation == 0) seen.push_back(s);
+          }
+          return static_cast<int>(seen.size()) == world_size;
+        },
+        seconds(30));
+    return seen;
+  }
+};
+
+TEST_F(RestartTest, KilledWorkerRestartsTheJobWhichThenSucceeds) {
+  auto agent = StartAgent(2, 4, 1);
+  auto coord = StartCoordinator(2, 4, Script("exec sleep 60", "exit 0"),
+                                {"--max_restarts", "2"});
+  const auto gen0 = WaitForGeneration0({coord.get(), agent.get()}, 4);
+  ASSERT_EQ(gen0.size(), 4u) << coord->Output() << agent->Output();
+  for (const auto& s : gen0) {
+    if (s.rank == 2) kill(s.pid, SIGKILL);  // a worker on machine 1
+  }
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+  // Generation 0 and 1, each with ranks 0..3 agreeing on the count.
+  ExpectGenerations(coord->Stdout() + agent->Stdout(), 2, 4);
+  EXPECT_NE(coord->Stderr().find("rank 2 (local rank 0 on machine 1, host"),
+            std::string::npos);
+  EXPECT_NE(coord->Stderr().find("was killed by signal 9 (SIGKILL)"),
+            std::string::npos);
+  EXPECT_NE(coord->Stderr().find("restarts used 1 of 2"), std::string::npos)
+      << coord->Stderr();
+}
+
+TEST_F(RestartTest, HungWorkerIsNoticedAndRestarted) {
+  // Generation 0 never touches its heartbeat file; generation 1 does and
+  // exits.
+  auto coord = StartCoordinator(
+      1, 2, Script("exec sleep 60", "touch \"$TRL_HEARTBEAT_FILE\"; exit 0"),
+      {"--max_restarts", "1", "--worker_heartbeat_timeout", "1"});
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  ExpectGenerations(coord->Stdout(), 2, 2);
+  EXPECT_NE(coord->Stderr().find("hung: no heartbeat in TRL_HEARTBEAT_FILE"),
+            std::string::npos)
+      << coord->Stderr();
+}
+
+TEST_F(RestartTest, KilledAgentIsNoticedAndTheJobRestartsWhenItIsBack) {
+  auto agent = StartAgent(2, 4, 1);
+  auto coord = StartCoordinator(2, 4, Script("exec sleep 60", "exit 0"),
+                                {"--max_restarts", "1"});
+  const auto gen0 = WaitForGeneration0({coord.get(), agent.get()}, 4);
+  ASSERT_EQ(gen0.size(), 4u) << coord->Output() << agent->Output();
+  for (const auto& s : gen0) worker_pids_.insert(s.pid);
+  const auto killed_at = std::chrono::steady_clock::now();
+  agent->Signal(SIGKILL);
+  ASSERT_TRUE(coord->WaitForOutput("stopping generation 0", seconds(10)))
+      << coord->Output();
+  // Noticed well within the 3 s bound (the stream breaks at once here).
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, seconds(3));
+  ASSERT_TRUE(coord->WaitForOutput("disconnected", seconds(5)));
+  // Machine 1's generation-0 workers died with their agent.
+  for (const auto& s : gen0) {
+    if (s.rank >= 2) {
+      EXPECT_TRUE(WaitUntil([&] { return !ProcessExists(s.pid); }, seconds(5)));
+    }
+  }
+  auto again = StartAgent(2, 4, 1);
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  ASSERT_EQ(again->Wait(seconds(30)), 0) << again->Output();
+  const std::string out = coord->Stdout() + agent->Stdout() + again->Stdout();
+  ExpectGenerations(out, 2, 4);
+}
+
+TEST_F(RestartTest, ExhaustedBudgetFailsWithTheReason) {
+  auto coord = StartCoordinator(1, 2, Script("exit 3", "exit 3"),
+                                {"--max_restarts", "2"});
+  ASSERT_EQ(coord->Wait(seconds(30)), 3) << coord->Output();
+  ExpectGenerations(coord->Stdout(), 3, 2, /*all_printed=*/false);
+  EXPECT_NE(coord->Stderr().find("(all 2 restarts used)"), std::string::npos)
+      << coord->Stderr();
+}
+
+TEST_F(RestartTest, NoRestartExitCodeEndsTheJobAtOnce) {
+  auto coord = StartCoordinator(
+      1, 2, Script("[ \"$RANK\" = 1 ] && exit 2; exec sleep 60", "exit 0"),
+      {"--max_restarts", "5", "--no_restart_exit_codes", "2,64"});
+  ASSERT_EQ(coord->Wait(seconds(30)), 2) << coord->Output();
+  ExpectGenerations(coord->Stdout(), 1, 2, /*all_printed=*/false);
+  EXPECT_NE(
+      coord->Stderr().find("exit code 2 is marked as not worth a restart"),
+      std::string::npos)
+      << coord->Stderr();
+}
+
+TEST_F(RestartTest, GrandchildIgnoringSigtermIsGoneAfterTheStop) {
+  // Each worker forks a grandchild that ignores SIGTERM and prints its pid;
+  // rank 0 then fails, and the job stops.
+  auto coord = StartCoordinator(
+      1, 2,
+      {"/bin/sh", "-c",
+       "sh -c 'trap \"\" TERM; echo \"pid $$ gen 9 rank $RANK\"; "
+       "exec sleep 60' & "
+       "sleep 0.3; [ \"$RANK\" = 0 ] && exit 1; wait"},
+      {"--stop_grace", "1"});
+  ASSERT_EQ(coord->Wait(seconds(30)), 1) << coord->Output();
+  const auto seen = Sightings(coord->Stdout());
+  ASSERT_EQ(seen.size(), 2u) << coord->Output();
+  for (const auto& s : seen) worker_pids_.insert(s.pid);  // TearDown checks
+}
+
+}  // namespace
+}  // namespace trl::testing
