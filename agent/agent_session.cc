@@ -100,7 +100,8 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
         if (group_ && group_->generation() == message.stop().generation()) {
           Log()->info("stopping generation {}: {}", group_->generation(),
                       message.stop().reason());
-          group_->Stop(SIGTERM);
+          group_->Stop(message.stop().signal() > 0 ? message.stop().signal()
+                                                   : SIGTERM);
         }
         break;
       }

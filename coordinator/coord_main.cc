@@ -158,13 +158,12 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     agent_options.working_directory = std::filesystem::current_path().string();
     local_agent = std::make_unique<trl::Agent>(agent_options, &console);
   }
-  // A stop signal stops the job everywhere, and reaches machine 0's workers
-  // as the signal itself (Slurm's SIGUSR1/SIGUSR2 pre-emption notices).
-  trl::StopSignalWatcher watcher([&core, &local_agent](int signal) {
-    // The workers get the signal itself first; the stop order follows.
-    if (local_agent) local_agent->RequestStop(signal);
+  // A stop signal stops the job everywhere, and reaches the workers as the
+  // signal itself (Slurm's SIGUSR1/SIGUSR2 pre-emption notices).
+  trl::StopSignalWatcher watcher([&core](int signal) {
+    // Every worker on every machine gets the signal itself first.
     core.RequestStop(absl::StrCat("trl-coord received ", SignalName(signal)),
-                     128 + signal);
+                     128 + signal, signal);
   });
   if (local_agent) {
     agent_thread = std::thread([&core, &local_agent] {

@@ -69,6 +69,10 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
     case pb::AgentMessage::kStopping: {
       const auto& stopping = message.stopping();
       const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
+      if (stopping.signal() > 0 && !IsFinished(machine_.phase()) &&
+          machine_.phase() != JobPhase::kStopping) {
+        stop_signal_ = stopping.signal();
+      }
       Execute(machine_.StopRequested(
           absl::StrCat("the agent of machine ", m,
                        " is stopping: ", stopping.reason()),
@@ -193,6 +197,7 @@ void Coordinator::Execute(const Decision& decision) {
     pb::CoordinatorMessage stop;
     stop.mutable_stop()->set_generation(machine_.generation());
     stop.mutable_stop()->set_reason(*decision.stop_generation);
+    stop.mutable_stop()->set_signal(stop_signal_);
     SendToRegistered(stop);
   }
   if (decision.finished) {
@@ -235,8 +240,13 @@ void Coordinator::OnDisconnected(AgentLink* link) {
   changed_.notify_all();
 }
 
-void Coordinator::RequestStop(const std::string& reason, int exit_code) {
+void Coordinator::RequestStop(const std::string& reason, int exit_code,
+                              int signal) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!IsFinished(machine_.phase()) &&
+      machine_.phase() != JobPhase::kStopping) {
+    stop_signal_ = signal;
+  }
   Execute(machine_.StopRequested(reason, exit_code, clock_()));
   Execute(machine_.Tick(clock_()));
 }

@@ -8,6 +8,8 @@
 #ifndef TRL_COORDINATOR_COORDINATOR_H_
 #define TRL_COORDINATOR_COORDINATOR_H_
 
+#include <signal.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -56,7 +58,11 @@ class Coordinator {
   void OnMessage(AgentLink* link, const trl::launch::v1::AgentMessage& message);
   // Idempotent: a link may report its end more than once.
   void OnDisconnected(AgentLink* link);
-  void RequestStop(const std::string& reason, int exit_code);
+  // Stops the job; workers get `signal` first (the one that stopped us, so
+  // that a pre-emption notice such as SIGUSR1 reaches them), then SIGKILL
+  // after the grace period.
+  void RequestStop(const std::string& reason, int exit_code,
+                   int signal = SIGTERM);
   // Checks timeouts; the edge calls it every monitor interval.
   void Tick();
 
@@ -84,6 +90,7 @@ class Coordinator {
   JobStateMachine machine_;
   std::set<AgentLink*> links_;
   std::map<AgentLink*, int> machine_rank_of_;
+  int stop_signal_ = SIGTERM;  // what stop orders send first
 };
 
 }  // namespace trl

@@ -94,28 +94,34 @@ TEST_F(LauncherTest, InterruptStopsEveryWorkerOnEveryMachine) {
             std::string::npos);
 }
 
-TEST_F(LauncherTest, PreemptionSignalReachesTheWorkers) {
-  // Slurm warns of pre-emption with SIGUSR1: the workers see it, then stop.
+TEST_F(LauncherTest, PreemptionSignalReachesEveryWorker) {
+  // Slurm warns of pre-emption with SIGUSR1: every worker on every machine
+  // sees it (and may checkpoint within the grace period), then the job
+  // stops.
+  auto agent = StartAgent(2, 4, 1);
   auto coord = StartCoordinator(
-      1, 2,
+      2, 4,
       {"/bin/sh", "-c",
        "trap 'echo \"rank $RANK got USR1\"; exit 0' USR1; "
        "echo \"pid $$: up\"; while true; do sleep 0.05; done"});
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const std::string out = coord->Stdout();
-        return out.find("[rank 0] pid") != std::string::npos &&
-               out.find("[rank 1] pid") != std::string::npos;
-      },
-      seconds(20)))
-      << coord->Output();
+  static const std::regex pid_pattern("pid ([0-9]+): up");
+  auto count_up = [&] {
+    const std::string out = coord->Stdout() + agent->Stdout();
+    return std::distance(
+        std::sregex_iterator(out.begin(), out.end(), pid_pattern),
+        std::sregex_iterator());
+  };
+  ASSERT_TRUE(WaitUntil([&] { return count_up() == 4; }, seconds(20)))
+      << coord->Output() << agent->Output();
   coord->Signal(SIGUSR1);
   EXPECT_EQ(coord->Wait(seconds(20)), 128 + SIGUSR1) << coord->Output();
-  EXPECT_NE(coord->Stdout().find("rank 0 got USR1"), std::string::npos)
-      << coord->Output();
-  EXPECT_NE(coord->Stdout().find("rank 1 got USR1"), std::string::npos);
-  static const std::regex pid_pattern("pid ([0-9]+): up");
-  const std::string out = coord->Stdout();
+  EXPECT_EQ(agent->Wait(seconds(20)), 128 + SIGUSR1) << agent->Output();
+  const std::string out = coord->Stdout() + agent->Stdout();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(out.find("rank " + std::to_string(rank) + " got USR1"),
+              std::string::npos)
+        << out;
+  }
   for (std::sregex_iterator it(out.begin(), out.end(), pid_pattern), end;
        it != end; ++it) {
     worker_pids_.insert(std::stoi((*it)[1]));
