@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "agent/agent.h"
 #include "common/cli_errors.h"
 #include "common/launch_options.h"
@@ -22,6 +23,7 @@
 #include "common/worker_command.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
+#include "coordinator/job_state_file.h"
 #include "coordinator/ps_client.h"
 #include "coordinator/rendezvous.h"
 
@@ -59,7 +61,19 @@ std::string SignalName(int signal) {
 struct StartFlags {
   trl::LaunchOptions launch;
   bool no_local_agent = false;
+  std::string state_file;
 };
+
+// What makes a job the same job: its command and the settings every machine
+// agrees on.
+std::string JobIdentity(const std::vector<std::string>& argv,
+                        const trl::AccelerateConfig& config) {
+  std::string text = absl::StrJoin(argv, "\x1f");
+  for (const auto& [key, value] : trl::AgreementFingerprint(config)) {
+    absl::StrAppend(&text, "\x1e", key, "=", value);
+  }
+  return absl::StrFormat("%016x", std::hash<std::string>()(text));
+}
 
 int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   auto log = trl::ComponentLogger("coord");
@@ -91,6 +105,27 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   options.config = *config;
   options.worker_argv = *worker_argv;
   options.job_id = NewJobId();
+  // A coordinator restarted on the same address picks up the job its
+  // predecessor ran, if it is the same job (command and config).
+  options.state_file =
+      flags.state_file.empty()
+          ? trl::DefaultJobStatePath(*host, config->main_process_port)
+          : flags.state_file;
+  options.identity = JobIdentity(*worker_argv, *config);
+  auto previous = trl::LoadJobRecord(options.state_file);
+  if (!previous.ok()) {
+    log->warn("{}; starting a new job",
+              std::string(previous.status().message()));
+  } else if (*previous && (*previous)->identity == options.identity) {
+    options.resume = *previous;
+    options.job_id = (*previous)->job_id;
+    log->info("resuming job {} after generation {} ({} restarts used), from {}",
+              options.job_id, (*previous)->generation,
+              (*previous)->restarts_used, options.state_file);
+  } else if (*previous) {
+    log->warn("{} belongs to another job ({}); starting a new job",
+              options.state_file, (*previous)->job_id);
+  }
   options.coordinator_address =
       trl::JoinHostPort(*host, config->main_process_port);
   options.restart.max_restarts = o.max_restarts;
@@ -220,6 +255,13 @@ int main(int argc, char** argv) {
   start->add_flag("--no_local_agent,--no-local-agent",
                   start_flags.no_local_agent,
                   "Do not run machine 0's agent in this process");
+  start
+      ->add_option("--state_file,--state-file", start_flags.state_file,
+                   "Where the job's state is kept so that a restarted "
+                   "coordinator resumes it (default: "
+                   "$TMPDIR/trl-launch/coord-HOST-PORT.state; env "
+                   "TRL_STATE_FILE)")
+      ->envname("TRL_STATE_FILE");
   start->prefix_command();
   start->footer(
       "Everything after the flags is the command: a .py script runs as "

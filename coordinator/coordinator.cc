@@ -39,7 +39,12 @@ Coordinator::Coordinator(CoordinatorOptions options,
                            options_.worker_argv, options_.restart,
                            options_.agent_heartbeat_timeout,
                            options_.rejoin_timeout},
-               clock_()) {}
+               clock_()) {
+  if (options_.resume) {
+    machine_.ResumeAfter(options_.resume->generation,
+                         options_.resume->restarts_used);
+  }
+}
 
 void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -163,6 +168,16 @@ void Coordinator::StartGeneration() {
   assignment->set_stop_grace_s(options_.stop_grace_s);
   for (const auto& arg : options_.worker_argv) assignment->add_argv(arg);
   assignment->mutable_job_environment()->insert(job_env.begin(), job_env.end());
+  if (!options_.state_file.empty()) {
+    const absl::Status saved =
+        SaveJobRecord(options_.state_file,
+                      JobRecord{options_.job_id, start.generation,
+                                machine_.restarts_used(), options_.identity});
+    if (!saved.ok()) {
+      Log()->warn("the job's state is not kept: {}",
+                  std::string(saved.message()));
+    }
+  }
   for (const auto& node : start.nodes) {
     assignment->set_machine_rank(node.machine_rank);
     assignment->set_rank_offset(node.rank_offset);
@@ -210,6 +225,7 @@ void Coordinator::Execute(const Decision& decision) {
       link->Send(finished);
       link->Close();
     }
+    if (!options_.state_file.empty()) RemoveJobRecord(options_.state_file);
   }
   if (decision.start_generation && !decision.finished) StartGeneration();
   changed_.notify_all();

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "common/accelerate_config.h"
 #include "coordinator/agent_link.h"
+#include "coordinator/job_state_file.h"
 #include "coordinator/job_state_machine.h"
 #include "proto/trl_launch.pb.h"
 
@@ -46,6 +47,12 @@ struct CoordinatorOptions {
   std::chrono::milliseconds agent_heartbeat_timeout{3000};
   std::chrono::milliseconds rejoin_timeout{300000};
   double stop_grace_s = 30;
+  // Where the job's state is kept for a restarted coordinator; empty: not
+  // kept.
+  std::string state_file;
+  std::string identity;  // of the job, see JobRecord
+  // Set when this coordinator picks up a job an earlier one ran.
+  std::optional<JobRecord> resume;
 };
 
 class Coordinator {

@@ -129,6 +129,12 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   return absl::OkStatus();
 }
 
+void JobStateMachine::ResumeAfter(int64_t generation, int restarts_used) {
+  if (phase_ != JobPhase::kWaitingForAgents || generation_ >= 0) return;
+  generation_ = generation;
+  restarts_used_ = restarts_used;
+}
+
 void JobStateMachine::Heartbeat(int machine_rank, TimePoint now) {
   auto it = nodes_.find(machine_rank);
   if (it != nodes_.end() && it->second.connected) {

@@ -148,6 +148,11 @@ class JobStateMachine {
  public:
   JobStateMachine(JobSettings settings, TimePoint now);
 
+  // For a restarted coordinator picking its job up again: the next
+  // generation will be `generation` + 1, with `restarts_used` carried over.
+  // Only before the first generation.
+  void ResumeAfter(int64_t generation, int restarts_used);
+
   // Accepts an agent, or says why not (duplicate or out-of-range
   // machine_rank, a config that differs, a job that takes no agents now).
   // A machine that was lost may register again (rejoin).

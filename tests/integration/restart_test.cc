@@ -5,6 +5,7 @@
 // every rank of a generation agreeing on its number, nothing left behind.
 #include <signal.h>
 
+#include <filesystem>
 #include <map>
 
 #include "tests/integration/launcher_fixture.h"
@@ -152,6 +153,33 @@ TEST_F(RestartTest, KilledAgentIsNoticedAndTheJobRestartsWhenItIsBack) {
   ASSERT_EQ(again->Wait(seconds(30)), 0) << again->Output();
   const std::string out = coord->Stdout() + agent->Stdout() + again->Stdout();
   ExpectGenerations(out, 2, 4);
+}
+
+TEST_F(RestartTest, RestartedCoordinatorResumesTheJob) {
+  const std::string state_file =
+      ::testing::TempDir() + "/trl-coord-" + std::to_string(port_) + ".state";
+  const std::vector<std::string> flags = {"--state_file", state_file};
+  auto agent = StartAgent(2, 4, 1);
+  auto coord = StartCoordinator(2, 4, Script("exec sleep 60", "exit 0"), flags);
+  const auto gen0 = WaitForGeneration0({coord.get(), agent.get()}, 4);
+  ASSERT_EQ(gen0.size(), 4u) << coord->Output() << agent->Output();
+  for (const auto& s : gen0) worker_pids_.insert(s.pid);
+  coord->Signal(SIGKILL);
+  ASSERT_EQ(coord->Wait(seconds(10)), 128 + SIGKILL);
+  // Every worker of generation 0 stops: machine 0's died with the process,
+  // machine 1's agent stops its own within the lease.
+  for (const auto& s : gen0) {
+    EXPECT_TRUE(WaitUntil([&] { return !ProcessExists(s.pid); }, seconds(8)))
+        << "rank " << s.rank << " (pid " << s.pid << ") still runs";
+  }
+  auto again = StartCoordinator(2, 4, Script("exec sleep 60", "exit 0"), flags);
+  ASSERT_EQ(again->Wait(seconds(30)), 0) << again->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+  EXPECT_NE(again->Stderr().find("resuming job"), std::string::npos)
+      << again->Stderr();
+  ExpectGenerations(coord->Stdout() + again->Stdout() + agent->Stdout(), 2, 4);
+  // The job ended: nothing is left to resume.
+  EXPECT_FALSE(std::filesystem::exists(state_file));
 }
 
 TEST_F(RestartTest, ExhaustedBudgetFailsWithTheReason) {

@@ -230,6 +230,16 @@ TEST_F(JobRestartTest, StopWhileRestartingEndsAtOnce) {
   EXPECT_FALSE(job.Tick(now_ + seconds(5)).start_generation);
 }
 
+TEST_F(JobRestartTest, ResumedJobContinuesWithTheNextGeneration) {
+  JobStateMachine job(Settings(3), now_);
+  job.ResumeAfter(4, 2);
+  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+  ASSERT_TRUE(job.Register(Agent(1), now_).ok());
+  const GenerationStart start = Start(job);
+  EXPECT_EQ(start.generation, 5);
+  EXPECT_EQ(job.restarts_used(), 2);
+}
+
 TEST_F(JobRestartTest, HeartbeatsAreNotCheckedWhileWaitingForAgents) {
   JobStateMachine job(Settings(0), now_);
   ASSERT_TRUE(job.Register(Agent(0), now_).ok());

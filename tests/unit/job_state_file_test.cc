@@ -1,0 +1,58 @@
+#include "coordinator/job_state_file.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace trl {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return testing::TempDir() + "/trl-state-" + std::to_string(getpid()) + "/" +
+         name;
+}
+
+TEST(JobStateFileTest, RoundTripsAndLeavesNoTempFile) {
+  const std::string path = TempPath("a.state");
+  ASSERT_TRUE(SaveJobRecord(path, {"job-1", 4, 2, "abc"}).ok());
+  ASSERT_TRUE(SaveJobRecord(path, {"job-1", 5, 3, "abc"}).ok());
+  auto loaded = LoadJobRecord(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ((*loaded)->job_id, "job-1");
+  EXPECT_EQ((*loaded)->generation, 5);
+  EXPECT_EQ((*loaded)->restarts_used, 3);
+  EXPECT_EQ((*loaded)->identity, "abc");
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::filesystem::path(path).parent_path())) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+  RemoveJobRecord(path);
+  loaded = LoadJobRecord(path);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_FALSE(loaded->has_value());
+}
+
+TEST(JobStateFileTest, GarbageIsAnError) {
+  const std::string path = TempPath("garbage.state");
+  std::filesystem::create_directories(
+      std::filesystem::path(path).parent_path());
+  std::ofstream(path) << "hello\nworld\n";
+  auto loaded = LoadJobRecord(path);
+  EXPECT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("not a trl-coord job state file"),
+            std::string::npos);
+  RemoveJobRecord(path);
+}
+
+TEST(JobStateFileTest, DefaultPathNamesTheAddress) {
+  EXPECT_NE(DefaultJobStatePath("10.0.0.1", 9999).find("coord-10.0.0.1-9999"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace trl
