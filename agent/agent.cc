@@ -31,6 +31,9 @@ std::shared_ptr<grpc::Channel> CoordinatorChannel(const std::string& target) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetMaxReceiveMessageSize(4 << 20);
+  // A connection of its own: after a lost session the agent starts afresh
+  // instead of reusing a TCP connection that a partition left stale.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
                                    args);
 }
@@ -79,22 +82,40 @@ int Agent::Run() {
                                                 "-", getpid()))
           .string();
   std::mt19937 random(getpid());
+  auto jittered_pause = [&random] {
+    const int pause_ms = std::uniform_int_distribution<int>(50, 500)(random);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    return pause_ms;
+  };
   int exit_code = 1;
-  for (int attempt = 0;; ++attempt) {
+  auto unreachable_since = steady_clock::now();
+  while (true) {
     if (!WaitForCoordinator(*channel, options_.connect_timeout)) {
       exit_code = StopExitCode() != 0 ? StopExitCode() : 1;
       break;
     }
     std::string address = options_.advertise_addr;
     if (address.empty()) {
+      // No route now (a link is down) is a reason to wait, not to give up.
       auto local = LocalAddressTowards(options_.coordinator_host,
                                        options_.coordinator_port);
       if (!local.ok()) {
-        Log()->error("{}", std::string(local.status().message()));
-        break;
+        if (steady_clock::now() - unreachable_since >
+            options_.connect_timeout) {
+          Log()->error("{}", std::string(local.status().message()));
+          break;
+        }
+        Log()->warn("{}; retrying", std::string(local.status().message()));
+        jittered_pause();
+        if (StopExitCode() != 0) {
+          exit_code = StopExitCode();
+          break;
+        }
+        continue;
       }
       address = *local;
     }
+    unreachable_since = steady_clock::now();
     AgentOptions session_options = options_;
     session_options.interface_name = InterfaceWithAddress(address);
 
@@ -126,15 +147,17 @@ int Agent::Run() {
     }
     exit_code = end.exit_code;
     if (end.kind != AgentSession::End::kLost) break;
+    channel = CoordinatorChannel(
+        JoinHostPort(options_.coordinator_host, options_.coordinator_port));
     if (StopExitCode() != 0) {
       exit_code = StopExitCode();
       break;
     }
     // Rejoin: after a jittered pause, so that a whole cluster that lost its
     // coordinator does not reconnect in one burst.
-    const int pause_ms = std::uniform_int_distribution<int>(50, 500)(random);
-    Log()->info("reconnecting to the coordinator in {} ms", pause_ms);
-    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    Log()->info("reconnecting to the coordinator after {} ms",
+                jittered_pause());
+    unreachable_since = steady_clock::now();
   }
   std::error_code ignored;
   fs::remove_all(scratch_dir, ignored);
