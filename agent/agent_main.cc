@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "agent/agent.h"
+#include "agent/orphans.h"
 #include "common/cli_errors.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
@@ -16,6 +17,7 @@
 
 int main(int argc, char** argv) {
   trl::BlockStopSignals();
+  trl::BecomeChildSubreaper();
   CLI::App app{
       "trl-agent: joins a trl-launch job and runs this machine's workers",
       "trl-agent"};

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/orphans.h"
 #include "common/logging.h"
 #include "common/worker_command.h"
 
@@ -135,7 +136,7 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
       group_->Stop(SIGTERM);
       group_->WaitUntilAllExited(steady_clock::now() + stop_grace_ +
                                  std::chrono::seconds(2));
-      group_.reset();
+      EndGroup();
     }
   }
   {
@@ -178,6 +179,19 @@ void AgentSession::HeartbeatLoop() {
   }
 }
 
+void AgentSession::EndGroup() {
+  if (!group_) return;
+  const int64_t generation = group_->generation();
+  group_.reset();
+  const int killed = KillOrphansOfGeneration(group_job_id_, generation);
+  if (killed > 0) {
+    Log()->warn(
+        "killed {} process(es) that workers of generation {} left "
+        "outside their process groups",
+        killed, generation);
+  }
+}
+
 void AgentSession::ReportExit(int64_t generation, int local_rank,
                               const WorkerOutcome& outcome) {
   pb::AgentMessage message;
@@ -197,7 +211,8 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   stop_grace_ =
       std::chrono::milliseconds(static_cast<int64_t>(a.stop_grace_s() * 1000));
   std::unique_lock<std::mutex> lock(group_mutex_);
-  group_.reset();  // nothing of an older generation may survive
+  EndGroup();  // nothing of an older generation may survive
+  group_job_id_ = a.job_id();
 
   if (a.argv_size() == 0) return;
   std::vector<std::string> argv(a.argv().begin(), a.argv().end());

@@ -49,6 +49,9 @@ class AgentSession {
   void StartWorkers(const trl::launch::v1::Assignment& assignment);
   void ReportExit(int64_t generation, int local_rank,
                   const WorkerOutcome& outcome);
+  // Ends the current worker group and whatever its workers left behind.
+  // Requires group_mutex_.
+  void EndGroup();
 
   const AgentOptions& options_;
   Console* const console_;
@@ -68,6 +71,7 @@ class AgentSession {
 
   std::mutex group_mutex_;
   std::unique_ptr<WorkerGroup> group_;  // guarded by group_mutex_
+  std::string group_job_id_;            // guarded by group_mutex_
   std::chrono::milliseconds stop_grace_{30000};
 };
 

@@ -117,7 +117,7 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
   outcome.exit = worker->process->Wait();
   // The group is gone now; the pipes close as soon as the kernel has torn
   // the processes down.
-  output.Finish(2000);
+  output.Finish(500);
   outcome.last_lines = output.LastLines();
   {
     std::lock_guard<std::mutex> lock(mutex_);

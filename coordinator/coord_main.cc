@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
+#include "agent/orphans.h"
 #include "common/cli_errors.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
@@ -245,6 +246,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
 
 int main(int argc, char** argv) {
   trl::BlockStopSignals();
+  trl::BecomeChildSubreaper();  // for machine 0's agent
   CLI::App app{"trl-coord: the coordinator of a trl-launch job", "trl-coord"};
   app.require_subcommand(1);
 

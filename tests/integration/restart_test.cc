@@ -182,6 +182,23 @@ TEST_F(RestartTest, RestartedCoordinatorResumesTheJob) {
   EXPECT_FALSE(std::filesystem::exists(state_file));
 }
 
+TEST_F(RestartTest, DaemonizedGrandchildIsGoneAfterTheJob) {
+  // The worker starts a grandchild in a session of its own (outside its
+  // process group) that ignores SIGTERM, and exits 0 at once.
+  auto coord = StartCoordinator(
+      1, 1,
+      {"/bin/sh", "-c",
+       "setsid sh -c 'trap \"\" TERM; echo \"pid $$ gen 9 rank $RANK\"; "
+       "exec sleep 60' </dev/null & sleep 0.3; exit 0"});
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  const auto seen = Sightings(coord->Stdout());
+  ASSERT_EQ(seen.size(), 1u) << coord->Output();
+  worker_pids_.insert(seen[0].pid);  // TearDown: it must be gone
+  EXPECT_NE(coord->Stderr().find("outside their process groups"),
+            std::string::npos)
+      << coord->Stderr();
+}
+
 TEST_F(RestartTest, ExhaustedBudgetFailsWithTheReason) {
   auto coord = StartCoordinator(1, 2, Script("exit 3", "exit 3"),
                                 {"--max_restarts", "2"});
