@@ -10,6 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-$here/../build}" && pwd)
 runs=${2:-5}
 source "$here/../tests/lib/testhosts.sh"
+source "$here/lib.sh"
 testhosts_skip_unless_possible
 torchrun=${TORCHRUN:-/usr/bin/torchrun}
 [ -x "$torchrun" ] || { echo "torchrun not found (apt-get install python3-torch)"; exit 1; }
@@ -20,7 +21,6 @@ trap cleanup EXIT
 testhosts_create "trlbn$(( $$ % 10000 ))x" 2
 master=${TESTHOST_ADDR[1]}
 
-now() { date +%s.%N; }
 
 run_trl() {
   local port=$1
@@ -53,8 +53,6 @@ run_torchrun() {
   echo "$t1 - $t0" | bc
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-minmax() { sort -g | awk 'NR==1{min=$1} {max=$1} END {printf "min %.3f, max %.3f", min, max}'; }
 
 : >"$work/trl"; : >"$work/torch"
 for i in $(seq 1 "$runs"); do

@@ -138,6 +138,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
                                                no_restart->end());
   options.agent_heartbeat_timeout = Millis(o.AgentHeartbeatTimeoutSeconds());
   options.rejoin_timeout = Millis(o.rejoin_timeout_s);
+  options.registration_timeout = Millis(o.rdzv_timeout_s);
   options.stop_grace_s = o.stop_grace_s;
   // GPU jobs get a fresh NCCL unique id per generation, from a helper
   // process beside this binary (built when NCCL was found).
@@ -167,7 +168,14 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   bool done = false;
   std::thread ticker([&, interval = Millis(o.monitor_interval_s)] {
     std::unique_lock<std::mutex> lock(ticker_mutex);
-    while (!ticker_wakeup.wait_for(lock, interval, [&] { return done; })) {
+    auto next_tick = [&] {
+      auto at = steady_clock::now() + interval;
+      if (auto deadline = core.NextDeadline(); deadline && *deadline < at) {
+        at = *deadline;
+      }
+      return at;
+    };
+    while (!ticker_wakeup.wait_until(lock, next_tick(), [&] { return done; })) {
       lock.unlock();
       core.Tick();
       lock.lock();

@@ -34,12 +34,13 @@ Coordinator::Coordinator(CoordinatorOptions options,
     : options_(std::move(options)),
       rendezvous_(std::move(rendezvous)),
       clock_(std::move(clock)),
-      machine_(JobSettings{options_.job_id, options_.config.num_machines,
-                           AgreementFingerprint(options_.config),
-                           options_.worker_argv, options_.restart,
-                           options_.agent_heartbeat_timeout,
-                           options_.rejoin_timeout},
-               clock_()) {
+      machine_(
+          JobSettings{options_.job_id, options_.config.num_machines,
+                      AgreementFingerprint(options_.config),
+                      options_.worker_argv, options_.restart,
+                      options_.agent_heartbeat_timeout, options_.rejoin_timeout,
+                      options_.registration_timeout},
+          clock_()) {
   if (options_.resume) {
     machine_.ResumeAfter(options_.resume->generation,
                          options_.resume->restarts_used);
@@ -229,6 +230,11 @@ void Coordinator::Execute(const Decision& decision) {
   }
   if (decision.start_generation && !decision.finished) StartGeneration();
   changed_.notify_all();
+}
+
+std::optional<TimePoint> Coordinator::NextDeadline() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return machine_.NextDeadline();
 }
 
 void Coordinator::Tick() {

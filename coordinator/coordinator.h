@@ -46,6 +46,7 @@ struct CoordinatorOptions {
   RestartPolicy restart;
   std::chrono::milliseconds agent_heartbeat_timeout{3000};
   std::chrono::milliseconds rejoin_timeout{300000};
+  std::chrono::milliseconds registration_timeout{900000};
   double stop_grace_s = 30;
   // Where the job's state is kept for a restarted coordinator; empty: not
   // kept.
@@ -70,8 +71,10 @@ class Coordinator {
   // after the grace period.
   void RequestStop(const std::string& reason, int exit_code,
                    int signal = SIGTERM);
-  // Checks timeouts; the edge calls it every monitor interval.
+  // Checks timeouts; the edge calls it every monitor interval, or at
+  // NextDeadline if that is sooner.
   void Tick();
+  std::optional<TimePoint> NextDeadline() const;
 
   trl::launch::v1::JobStatus Status() const;
   const std::string& job_id() const { return options_.job_id; }

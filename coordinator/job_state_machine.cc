@@ -177,6 +177,24 @@ Decision JobStateMachine::Tick(TimePoint now) {
     }
     if (IsFinished(phase_)) return decision;
   }
+  if (phase_ == JobPhase::kWaitingForAgents &&
+      now - created_at_ > settings_.registration_timeout) {
+    std::vector<std::string> missing;
+    for (int m = 0; m < settings_.num_machines; ++m) {
+      if (nodes_.count(m) == 0) missing.push_back(std::to_string(m));
+    }
+    if (!missing.empty()) {
+      const std::string why =
+          absl::StrCat("machine(s) ", absl::StrJoin(missing, ", "),
+                       " did not register within ",
+                       settings_.registration_timeout.count() / 1000.0, " s");
+      FailureRecord failure;
+      failure.reason = why;
+      failures_.push_back(failure);
+      Finish(JobOutcome{JobPhase::kFailed, 1, why}, decision);
+      return decision;
+    }
+  }
   if (phase_ == JobPhase::kRestarting && now > rejoin_deadline_) {
     for (const auto& [m, node] : nodes_) {
       if (node.connected) continue;
@@ -196,6 +214,11 @@ Decision JobStateMachine::Tick(TimePoint now) {
   }
   decision.start_generation = ReadyToStart(now);
   return decision;
+}
+
+std::optional<TimePoint> JobStateMachine::NextDeadline() const {
+  if (phase_ == JobPhase::kRestarting) return restart_not_before_;
+  return std::nullopt;
 }
 
 GenerationStart JobStateMachine::StartGeneration(TimePoint now) {

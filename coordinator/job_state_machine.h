@@ -142,6 +142,8 @@ struct JobSettings {
   std::chrono::milliseconds agent_heartbeat_timeout{3000};
   // How long a restart waits for a lost machine to come back.
   std::chrono::milliseconds rejoin_timeout{300000};
+  // How long the job waits for every machine to register at first.
+  std::chrono::milliseconds registration_timeout{900000};
 };
 
 class JobStateMachine {
@@ -163,6 +165,10 @@ class JobStateMachine {
   // Checks timeouts (heartbeats, rejoin) and whether a generation can start.
   // Call it after every event and periodically.
   Decision Tick(TimePoint now);
+  // When Tick next has something to do that no event will bring (the end of
+  // a restart backoff), if anything; the edge may tick then instead of at
+  // its regular interval.
+  std::optional<TimePoint> NextDeadline() const;
   // Assigns ranks for the next generation. Only after a Decision said
   // start_generation.
   GenerationStart StartGeneration(TimePoint now);

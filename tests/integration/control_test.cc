@@ -200,6 +200,14 @@ TEST_F(LauncherTest, BadInputExitsWithCode2BeforeAnythingStarts) {
   }
 }
 
+TEST_F(LauncherTest, MissingMachineFailsTheJobAfterTheRendezvousTimeout) {
+  auto coord = StartCoordinator(2, 4, Worker(), {"--rdzv_timeout", "1"});
+  ASSERT_EQ(coord->Wait(seconds(20)), 1) << coord->Output();
+  EXPECT_NE(coord->Stderr().find("machine(s) 1 did not register within 1 s"),
+            std::string::npos)
+      << coord->Stderr();
+}
+
 TEST_F(LauncherTest, SecondCoordinatorOnTheSamePortFails) {
   auto first = StartCoordinator(2, 4, Worker());
   ASSERT_TRUE(first->WaitForOutput("waiting for 2 machine(s)", seconds(10)))

@@ -240,6 +240,21 @@ TEST_F(JobRestartTest, ResumedJobContinuesWithTheNextGeneration) {
   EXPECT_EQ(job.restarts_used(), 2);
 }
 
+TEST_F(JobRestartTest, MachinesThatNeverRegisterFailTheJob) {
+  JobSettings settings = Settings(0);
+  settings.registration_timeout = seconds(900);
+  JobStateMachine job(settings, now_);
+  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+  EXPECT_FALSE(job.Tick(now_ + seconds(899)).finished.has_value());
+  const Decision decision = job.Tick(now_ + seconds(901));
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kFailed);
+  EXPECT_NE(decision.finished->summary.find(
+                "machine(s) 1 did not register within 900 s"),
+            std::string::npos)
+      << decision.finished->summary;
+}
+
 TEST_F(JobRestartTest, HeartbeatsAreNotCheckedWhileWaitingForAgents) {
   JobStateMachine job(Settings(0), now_);
   ASSERT_TRUE(job.Register(Agent(0), now_).ok());
