@@ -14,6 +14,7 @@
 
 #include "agent/console.h"
 #include "common/accelerate_config.h"
+#include "common/launch_options.h"
 #include "common/worker_environment.h"
 
 namespace grpc {
@@ -46,6 +47,13 @@ struct AgentOptions {
   // The interface that carries the advertised address; Run fills it in.
   std::string interface_name;
 };
+
+// The options of this machine's agent, from the resolved config and the
+// launcher flags. `coordinator_host` is main_process_ip, resolved.
+AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
+                                   const LaunchOptions& flags,
+                                   const LocalMachine& machine,
+                                   const std::string& coordinator_host);
 
 class Agent {
  public:

@@ -40,31 +40,13 @@ int main(int argc, char** argv) {
                  std::string(coordinator.status().message()).c_str());
     return 2;
   }
-  if (config->UsesGpus() && machine.gpu_count == 0) {
-    log->warn(
-        "the config asks for GPUs (distributed_type {}) but this "
-        "machine has none; starting anyway",
-        config->distributed_type);
+  if (const std::string warning = trl::MissingGpuWarning(*config, machine);
+      !warning.empty()) {
+    log->warn("{}", warning);
   }
 
-  trl::AgentOptions agent_options;
-  agent_options.config = *config;
-  agent_options.coordinator_host = *coordinator;
-  agent_options.coordinator_port = config->main_process_port;
-  agent_options.advertise_addr = options.advertise_addr;
-  agent_options.log_dir = options.log_dir;
-  auto millis = [](double seconds) {
-    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-  };
-  agent_options.heartbeat_interval = millis(options.heartbeat_interval_s);
-  agent_options.lease = millis(options.LeaseSeconds());
-  agent_options.worker_heartbeat_timeout =
-      millis(options.worker_heartbeat_timeout_s);
-  agent_options.connect_timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(options.rdzv_timeout_s * 1000));
-  agent_options.local_gpu_count = machine.gpu_count;
-  agent_options.inherited_environment = trl::CurrentEnvironment();
-  agent_options.working_directory = std::filesystem::current_path().string();
+  const trl::AgentOptions agent_options =
+      trl::AgentOptionsFromFlags(*config, options, machine, *coordinator);
 
   trl::Console console(stdout, stderr);
   trl::Agent agent(agent_options, &console);

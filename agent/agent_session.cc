@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/orphans.h"
 #include "common/logging.h"
+#include "common/stop_signals.h"
 #include "common/worker_command.h"
 
 namespace trl {
@@ -26,11 +27,6 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::string SignalName(int signal) {
-  const char* name = sigabbrev_np(signal);
-  return name ? absl::StrCat("SIG", name) : absl::StrCat("signal ", signal);
 }
 
 }  // namespace

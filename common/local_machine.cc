@@ -37,6 +37,14 @@ LocalMachine ReadLocalMachine() {
   return machine;
 }
 
+std::string MissingGpuWarning(const AccelerateConfig& config,
+                              const LocalMachine& machine) {
+  if (!config.UsesGpus() || machine.gpu_count > 0) return "";
+  return "the config asks for GPUs (distributed_type " +
+         config.distributed_type +
+         ") but this machine has none; starting anyway";
+}
+
 Environment CurrentEnvironment() {
   Environment env;
   for (char** entry = environ; entry && *entry; ++entry) {

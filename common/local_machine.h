@@ -15,6 +15,11 @@ int CountLocalGpus();
 // $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface).
 LocalMachine ReadLocalMachine();
 
+// The warning `accelerate launch` gives when a config asks for GPUs on a
+// machine without them, or "" when there is nothing to say.
+std::string MissingGpuWarning(const AccelerateConfig& config,
+                              const LocalMachine& machine);
+
 // This process's environment as a map.
 Environment CurrentEnvironment();
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -21,6 +22,11 @@ sigset_t StopSignals() {
 }
 
 }  // namespace
+
+std::string SignalName(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return name ? std::string("SIG") + name : "signal " + std::to_string(signal);
+}
 
 void BlockStopSignals() {
   const sigset_t set = StopSignals();

@@ -5,9 +5,13 @@
 #define TRL_COMMON_STOP_SIGNALS_H_
 
 #include <functional>
+#include <string>
 #include <thread>
 
 namespace trl {
+
+// "SIGTERM" for 15, and so on.
+std::string SignalName(int signal);
 
 // Blocks the stop signals in the calling thread. Call it in main before any
 // thread starts, so every thread inherits the mask. Workers reset the mask

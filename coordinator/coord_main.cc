@@ -54,11 +54,6 @@ std::string NewJobId() {
                          bytes[3]);
 }
 
-std::string SignalName(int signal) {
-  const char* name = sigabbrev_np(signal);
-  return name ? absl::StrCat("SIG", name) : absl::StrCat("signal ", signal);
-}
-
 struct StartFlags {
   trl::LaunchOptions launch;
   bool no_local_agent = false;
@@ -95,11 +90,9 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   if (!host.ok()) {
     return Fail(absl::StrCat("main_process_ip: ", host.status().message()));
   }
-  if (config->UsesGpus() && machine.gpu_count == 0) {
-    log->warn(
-        "the config asks for GPUs (distributed_type {}) but this "
-        "machine has none; starting anyway",
-        config->distributed_type);
+  if (const std::string warning = trl::MissingGpuWarning(*config, machine);
+      !warning.empty()) {
+    log->warn("{}", warning);
   }
 
   trl::CoordinatorOptions options;
@@ -186,28 +179,19 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   std::unique_ptr<trl::Agent> local_agent;
   std::thread agent_thread;
   if (!flags.no_local_agent) {
-    trl::AgentOptions agent_options;
-    agent_options.config = *config;
-    agent_options.coordinator_host = *host;
-    agent_options.coordinator_port = config->main_process_port;
-    agent_options.advertise_addr = o.advertise_addr;
-    agent_options.log_dir = o.log_dir;
-    agent_options.heartbeat_interval = Millis(o.heartbeat_interval_s);
-    agent_options.lease = Millis(o.LeaseSeconds());
-    agent_options.worker_heartbeat_timeout =
-        Millis(o.worker_heartbeat_timeout_s);
+    trl::AgentOptions agent_options =
+        trl::AgentOptionsFromFlags(*config, o, machine, *host);
+    // The coordinator is in this very process: no need to wait long.
     agent_options.connect_timeout = std::chrono::seconds(30);
-    agent_options.local_gpu_count = machine.gpu_count;
-    agent_options.inherited_environment = trl::CurrentEnvironment();
-    agent_options.working_directory = std::filesystem::current_path().string();
     local_agent = std::make_unique<trl::Agent>(agent_options, &console);
   }
   // A stop signal stops the job everywhere, and reaches the workers as the
   // signal itself (Slurm's SIGUSR1/SIGUSR2 pre-emption notices).
   trl::StopSignalWatcher watcher([&core](int signal) {
     // Every worker on every machine gets the signal itself first.
-    core.RequestStop(absl::StrCat("trl-coord received ", SignalName(signal)),
-                     128 + signal, signal);
+    core.RequestStop(
+        absl::StrCat("trl-coord received ", trl::SignalName(signal)),
+        128 + signal, signal);
   });
   if (local_agent) {
     agent_thread = std::thread([&core, &local_agent] {

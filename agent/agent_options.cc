@@ -1,0 +1,35 @@
+#include <filesystem>
+
+#include "agent/agent.h"
+#include "common/local_machine.h"
+
+namespace trl {
+namespace {
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+}  // namespace
+
+AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
+                                   const LaunchOptions& flags,
+                                   const LocalMachine& machine,
+                                   const std::string& coordinator_host) {
+  AgentOptions options;
+  options.config = config;
+  options.coordinator_host = coordinator_host;
+  options.coordinator_port = config.main_process_port;
+  options.advertise_addr = flags.advertise_addr;
+  options.log_dir = flags.log_dir;
+  options.heartbeat_interval = Millis(flags.heartbeat_interval_s);
+  options.lease = Millis(flags.LeaseSeconds());
+  options.worker_heartbeat_timeout = Millis(flags.worker_heartbeat_timeout_s);
+  options.connect_timeout = Millis(flags.rdzv_timeout_s);
+  options.local_gpu_count = machine.gpu_count;
+  options.inherited_environment = CurrentEnvironment();
+  options.working_directory = std::filesystem::current_path().string();
+  return options;
+}
+
+}  // namespace trl
