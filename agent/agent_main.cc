@@ -8,6 +8,7 @@
 
 #include "agent/agent.h"
 #include "agent/orphans.h"
+#include "agent/worker_cgroup.h"
 #include "common/cli_errors.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
@@ -18,6 +19,7 @@
 int main(int argc, char** argv) {
   trl::BlockStopSignals();
   trl::BecomeChildSubreaper();
+  trl::RemoveStaleWorkerCgroups();
   CLI::App app{
       "trl-agent: joins a trl-launch job and runs this machine's workers",
       "trl-agent"};

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "absl/strings/str_format.h"
 #include "agent/worker_output.h"
@@ -15,7 +16,9 @@ WorkerGroup::WorkerGroup(int64_t generation, Console* console, Events events,
       console_(console),
       events_(std::move(events)),
       stop_grace_(stop_grace),
-      heartbeat_timeout_(heartbeat_timeout) {}
+      heartbeat_timeout_(heartbeat_timeout),
+      cgroup_(WorkerCgroup::Create("trl-agent-" + std::to_string(getpid()) +
+                                   "-gen" + std::to_string(generation))) {}
 
 WorkerGroup::~WorkerGroup() {
   {
@@ -33,12 +36,14 @@ WorkerGroup::~WorkerGroup() {
   }
   if (grace_thread_.joinable()) grace_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  cgroup_.reset();  // kills whatever the workers left in it
 }
 
 void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
   for (auto& launch : launches) {
     auto worker = std::make_unique<Worker>();
     worker->local_rank = launch.local_rank;
+    if (cgroup_) launch.spec.cgroup_procs_path = cgroup_->procs_path();
     auto process = WorkerProcess::Spawn(launch.spec);
     if (!process.ok()) {
       worker->exited = true;

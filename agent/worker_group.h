@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/console.h"
+#include "agent/worker_cgroup.h"
 #include "agent/worker_process.h"
 
 namespace trl {
@@ -99,6 +100,8 @@ class WorkerGroup {
   bool shutting_down_ = false;
   std::thread grace_thread_;
   std::thread heartbeat_thread_;
+  // Holds every process of this group where cgroup v2 allows; may be null.
+  std::unique_ptr<WorkerCgroup> cgroup_;
 };
 
 }  // namespace trl

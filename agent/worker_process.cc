@@ -49,6 +49,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
   const char* path = spec.executable.c_str();
   const char* cwd =
       spec.working_directory.empty() ? nullptr : spec.working_directory.c_str();
+  const char* cgroup_procs =
+      spec.cgroup_procs_path.empty() ? nullptr : spec.cgroup_procs_path.c_str();
 
   int out[2], err[2], exec_status[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
@@ -84,6 +86,16 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
     struct sigaction default_action = {};
     default_action.sa_handler = SIG_DFL;
     sigaction(SIGPIPE, &default_action, nullptr);
+    if (cgroup_procs != nullptr) {
+      // "0" moves the writing process; failing that, the process group and
+      // the subreaper still hold it.
+      int cgroup_fd = open(cgroup_procs, O_WRONLY | O_CLOEXEC);
+      if (cgroup_fd >= 0) {
+        ssize_t ignored = write(cgroup_fd, "0", 1);
+        (void)ignored;
+        close(cgroup_fd);
+      }
+    }
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);

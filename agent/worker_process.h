@@ -21,6 +21,9 @@ struct WorkerSpec {
   std::vector<std::string> argv;
   Environment environment;
   std::string working_directory;  // empty: the agent's
+  // A cgroup's cgroup.procs the worker moves itself into before execve;
+  // empty: none.
+  std::string cgroup_procs_path;
 };
 
 // How a process ended, as waitpid reported it.

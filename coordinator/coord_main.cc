@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
 #include "agent/orphans.h"
+#include "agent/worker_cgroup.h"
 #include "common/cli_errors.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
@@ -238,7 +239,8 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
 
 int main(int argc, char** argv) {
   trl::BlockStopSignals();
-  trl::BecomeChildSubreaper();  // for machine 0's agent
+  trl::BecomeChildSubreaper();
+  trl::RemoveStaleWorkerCgroups();  // for machine 0's agent
   CLI::App app{"trl-coord: the coordinator of a trl-launch job", "trl-coord"};
   app.require_subcommand(1);
 

@@ -1,0 +1,84 @@
+// What a worker leaves behind is cleaned up both ways the agent has: a
+// cgroup v2 per worker group, and the subreaper fallback.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/orphans.h"
+#include "agent/worker_cgroup.h"
+#include "agent/worker_process.h"
+#include "tests/integration/subprocess.h"
+
+namespace trl {
+namespace {
+
+using std::chrono::seconds;
+
+// Starts a worker that leaves a daemon (own session, ignores SIGTERM) and
+// exits; returns the daemon's pid.
+pid_t RunWorkerThatLeavesADaemon(const std::string& cgroup_procs,
+                                 const std::string& pid_file) {
+  WorkerSpec spec;
+  spec.executable = "/bin/sh";
+  spec.argv = {"/bin/sh", "-c",
+               "setsid sh -c 'trap \"\" TERM; echo $$ > " + pid_file +
+                   "; exec sleep 60' </dev/null >/dev/null 2>&1 & wait_for=50; "
+                   "while [ ! -s " +
+                   pid_file +
+                   " ] && [ $wait_for -gt 0 ]; do sleep 0.02; "
+                   "wait_for=$((wait_for-1)); done"};
+  spec.environment = {{"PATH", "/usr/bin:/bin"},
+                      {"TRL_JOB_ID", "cleanup-test"},
+                      {"TRL_GENERATION", "7"}};
+  spec.cgroup_procs_path = cgroup_procs;
+  auto worker = WorkerProcess::Spawn(spec);
+  EXPECT_TRUE(worker.ok()) << worker.status();
+  if (!worker.ok()) return -1;
+  (*worker)->Wait();
+  std::ifstream in(pid_file);
+  pid_t daemon = -1;
+  in >> daemon;
+  return daemon;
+}
+
+TEST(WorkerCleanupTest, CgroupKillEndsADaemonThatLeftItsSession) {
+  auto cgroup = WorkerCgroup::Create("trl-test-" + std::to_string(getpid()));
+  if (!cgroup) {
+    GTEST_SKIP() << "no writable cgroup2 hierarchy here (mount: '"
+                 << Cgroup2MountPoint() << "')";
+  }
+  const std::string pid_file =
+      ::testing::TempDir() + "/trl-daemon-cg-" + std::to_string(getpid());
+  const pid_t daemon =
+      RunWorkerThatLeavesADaemon(cgroup->procs_path(), pid_file);
+  ASSERT_GT(daemon, 0);
+  ASSERT_TRUE(testing::ProcessExists(daemon));
+  EXPECT_TRUE(cgroup->KillAll());
+  EXPECT_TRUE(testing::WaitUntil(
+      [daemon] { return !testing::ProcessExists(daemon); }, seconds(5)));
+  const std::string path = cgroup->path();
+  cgroup.reset();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  unlink(pid_file.c_str());
+}
+
+TEST(WorkerCleanupTest, SubreaperKillsOrphansOfTheGenerationOnly) {
+  BecomeChildSubreaper();
+  const std::string pid_file =
+      ::testing::TempDir() + "/trl-daemon-sr-" + std::to_string(getpid());
+  const pid_t daemon = RunWorkerThatLeavesADaemon("", pid_file);
+  ASSERT_GT(daemon, 0);
+  ASSERT_TRUE(testing::ProcessExists(daemon));
+  EXPECT_EQ(KillOrphansOfGeneration("cleanup-test", 8), 0);  // not ours
+  EXPECT_TRUE(testing::ProcessExists(daemon));
+  EXPECT_EQ(KillOrphansOfGeneration("cleanup-test", 7), 1);
+  EXPECT_FALSE(testing::ProcessExists(daemon));
+  unlink(pid_file.c_str());
+}
+
+}  // namespace
+}  // namespace trl
