@@ -46,6 +46,8 @@ struct AgentOptions {
   std::string working_directory;
   // The interface that carries the advertised address; Run fills it in.
   std::string interface_name;
+  // Sent with every RPC; empty with --insecure.
+  std::string auth_token;
 };
 
 // The options of this machine's agent, from the resolved config and the

@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "agent/agent.h"
 #include "agent/orphans.h"
 #include "agent/worker_cgroup.h"
+#include "common/auth_token.h"
 #include "common/cli_errors.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
@@ -47,8 +50,35 @@ int main(int argc, char** argv) {
     log->warn("{}", warning);
   }
 
-  const trl::AgentOptions agent_options =
+  auto auth_token =
+      trl::ResolveAuthToken(options.auth_token_file, options.insecure,
+                            /*create_if_missing=*/false);
+  // Agents may start before the coordinator has created ~/.trl/token: wait
+  // for it as for the coordinator itself.
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(
+                           static_cast<int64_t>(options.rdzv_timeout_s * 1000));
+  bool told = false;
+  while (absl::IsNotFound(auth_token.status()) &&
+         std::chrono::steady_clock::now() < give_up) {
+    if (const int signal = trl::PendingStopSignal()) return 128 + signal;
+    if (!told) {
+      log->info("waiting for the auth token: {}",
+                std::string(auth_token.status().message()));
+      told = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auth_token =
+        trl::ResolveAuthToken(options.auth_token_file, options.insecure, false);
+  }
+  if (!auth_token.ok()) {
+    std::fprintf(stderr, "trl-agent: error: %s\n",
+                 std::string(auth_token.status().message()).c_str());
+    return 2;
+  }
+  trl::AgentOptions agent_options =
       trl::AgentOptionsFromFlags(*config, options, machine, *coordinator);
+  agent_options.auth_token = *auth_token;
 
   trl::Console console(stdout, stderr);
   trl::Agent agent(agent_options, &console);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/orphans.h"
+#include "common/auth_token.h"
 #include "common/logging.h"
 #include "common/stop_signals.h"
 #include "common/worker_command.h"
@@ -62,6 +63,9 @@ void AgentSession::StopLocally(int signal, bool escalate) {
 
 AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   last_heard_ns_ = NowNs();
+  if (!options_.auth_token.empty()) {
+    context_.AddMetadata(kAuthMetadataKey, BearerValue(options_.auth_token));
+  }
   stream_ = stub_->Attach(&context_);
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
@@ -143,10 +147,18 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   heartbeat.join();
   if (end->kind == End::kJobFinished) {
     stream_->WritesDone();
-  } else {
+  } else if (end->kind == End::kRefused) {
     context_.TryCancel();
   }
-  stream_->Finish();
+  const grpc::Status status = stream_->Finish();
+  if (end->kind == End::kLost &&
+      (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+       status.error_code() == grpc::StatusCode::PERMISSION_DENIED)) {
+    // A wrong token will not get better by retrying.
+    Log()->error("the coordinator refused this agent: {}",
+                 status.error_message());
+    end = End{End::kRefused, 2};
+  }
   return *end;
 }
 

@@ -109,6 +109,11 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "Seconds an agent keeps workers running without hearing "
                  "from the coordinator (default: heartbeat_interval x "
                  "heartbeat_misses + 1)");
+  app.add_option(FlagNames("auth_token_file"), o.auth_token_file,
+                 "File holding the shared auth token (default: "
+                 "TRL_AUTH_TOKEN, else ~/.trl/token)");
+  app.add_flag(FlagNames("insecure"), o.insecure,
+               "No authentication (only on a loopback address)");
   app.add_option(FlagNames("python"), o.python,
                  "Python interpreter for .py commands (env TRL_PYTHON)");
 }

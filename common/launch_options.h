@@ -50,6 +50,10 @@ struct LaunchOptions {
   // coordinator; 0 means heartbeat_interval * heartbeat_misses + 1 s.
   double lease_s = 0;
   std::string python = "python3";
+  // Authentication: a token file (default ~/.trl/token, or TRL_AUTH_TOKEN);
+  // --insecure turns it off, on loopback only.
+  std::string auth_token_file;
+  bool insecure = false;
 
   double AgentHeartbeatTimeoutSeconds() const {
     return heartbeat_interval_s * heartbeat_misses;

@@ -139,6 +139,10 @@ absl::StatusOr<int> PickFreePort(const std::string& address) {
   return ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
 }
 
+bool IsLoopbackAddress(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1";
+}
+
 std::string LocalHostName() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";

@@ -25,6 +25,9 @@ absl::StatusOr<int> PickFreePort(const std::string& address);
 
 std::string LocalHostName();
 
+// True for 127.0.0.0/8 and ::1.
+bool IsLoopbackAddress(const std::string& address);
+
 // "host:port", bracketing IPv6 literals.
 std::string JoinHostPort(const std::string& host, int port);
 

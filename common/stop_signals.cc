@@ -28,6 +28,13 @@ std::string SignalName(int signal) {
   return name ? std::string("SIG") + name : "signal " + std::to_string(signal);
 }
 
+int PendingStopSignal() {
+  const sigset_t set = StopSignals();
+  const timespec now = {0, 0};
+  const int signal = sigtimedwait(&set, nullptr, &now);
+  return signal > 0 ? signal : 0;
+}
+
 void BlockStopSignals() {
   const sigset_t set = StopSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);

@@ -13,6 +13,10 @@ namespace trl {
 // "SIGTERM" for 15, and so on.
 std::string SignalName(int signal);
 
+// A blocked stop signal waiting for this process, taken off the queue; 0
+// if none. For loops that run before the watcher starts.
+int PendingStopSignal();
+
 // Blocks the stop signals in the calling thread. Call it in main before any
 // thread starts, so every thread inherits the mask. Workers reset the mask
 // before execve.

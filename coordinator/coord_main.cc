@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "agent/orphans.h"
 #include "agent/worker_cgroup.h"
+#include "common/auth_token.h"
 #include "common/cli_errors.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
@@ -96,6 +97,17 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     log->warn("{}", warning);
   }
 
+  if (o.insecure && !trl::IsLoopbackAddress(*host)) {
+    return Fail(absl::StrCat(
+        "--insecure is refused on ", *host,
+        ": without authentication anyone who reaches the port can run "
+        "commands on every node; it is allowed on a loopback address only"));
+  }
+  auto auth_token = trl::ResolveAuthToken(o.auth_token_file, o.insecure,
+                                          /*create_if_missing=*/true);
+  if (!auth_token.ok()) return Fail(std::string(auth_token.status().message()));
+  if (o.insecure) log->warn("no authentication (--insecure)");
+
   trl::CoordinatorOptions options;
   options.config = *config;
   options.worker_argv = *worker_argv;
@@ -147,8 +159,8 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         return trl::PrepareRendezvous(master_addr, nccl.get());
       },
       [] { return steady_clock::now(); });
-  auto server =
-      trl::CoordinatorServer::Start(*host, config->main_process_port, &core);
+  auto server = trl::CoordinatorServer::Start(*host, config->main_process_port,
+                                              &core, *auth_token);
   if (!server.ok()) return Fail(std::string(server.status().message()));
   log->info(
       "job {}: coordinator on {}, waiting for {} machine(s), {} "
@@ -182,6 +194,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   if (!flags.no_local_agent) {
     trl::AgentOptions agent_options =
         trl::AgentOptionsFromFlags(*config, o, machine, *host);
+    agent_options.auth_token = *auth_token;
     // The coordinator is in this very process: no need to wait long.
     agent_options.connect_timeout = std::chrono::seconds(30);
     local_agent = std::make_unique<trl::Agent>(agent_options, &console);

@@ -13,6 +13,8 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth_token.h"
+#include "common/logging.h"
 #include "common/network.h"
 #include "proto/trl_launch.grpc.pb.h"
 
@@ -147,35 +149,74 @@ absl::Status CheckCanListen(const std::string& host, int port) {
 
 }  // namespace
 
+// A stream refused before it starts: it ends at once with `status`.
+class RefusedStream
+    : public grpc::ServerBidiReactor<pb::AgentMessage, pb::CoordinatorMessage> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
  public:
-  explicit Service(Coordinator* core) : core_(core) {}
+  Service(Coordinator* core, std::string auth_token)
+      : core_(core),
+        expected_(auth_token.empty() ? "" : BearerValue(auth_token)) {}
 
   grpc::ServerBidiReactor<pb::AgentMessage, pb::CoordinatorMessage>* Attach(
       grpc::CallbackServerContext* context) override {
+    if (grpc::Status refused = Authenticate(*context); !refused.ok()) {
+      return new RefusedStream(refused);
+    }
     return new AgentStream(core_, context->peer());
   }
 
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,
                                          const pb::JobStatusRequest* request,
                                          pb::JobStatus* reply) override {
-    *reply = core_->Status();
     auto* reactor = context->DefaultReactor();
+    if (grpc::Status refused = Authenticate(*context); !refused.ok()) {
+      reactor->Finish(refused);
+      return reactor;
+    }
+    *reply = core_->Status();
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
 
  private:
+  // OK, or UNAUTHENTICATED naming what was wrong (never the token).
+  grpc::Status Authenticate(const grpc::CallbackServerContext& context) {
+    if (expected_.empty()) return grpc::Status::OK;
+    const auto& metadata = context.client_metadata();
+    auto found = metadata.find(kAuthMetadataKey);
+    const char* problem = "no auth token";
+    if (found != metadata.end()) {
+      const std::string given(found->second.data(), found->second.size());
+      if (TokensEqual(expected_, given)) return grpc::Status::OK;
+      problem = "wrong auth token";
+    }
+    ComponentLogger("coord")->warn("refused a call from {}: {}", context.peer(),
+                                   problem);
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        absl::StrCat(problem,
+                                     " (the coordinator's token is in its "
+                                     "--auth_token_file, TRL_AUTH_TOKEN or "
+                                     "~/.trl/token)"));
+  }
+
   Coordinator* const core_;
+  const std::string expected_;  // "Bearer TOKEN", or "" for --insecure
 };
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    const std::string& host, int port, Coordinator* core) {
+    const std::string& host, int port, Coordinator* core,
+    const std::string& auth_token) {
   if (absl::Status status = CheckCanListen(host, port); !status.ok()) {
     return status;
   }
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
-  server->service_ = std::make_unique<Service>(core);
+  server->service_ = std::make_unique<Service>(core, auth_token);
   grpc::ServerBuilder builder;
   // One coordinator per port: never share it with another process.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

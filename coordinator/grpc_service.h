@@ -19,9 +19,11 @@ namespace trl {
 class CoordinatorServer {
  public:
   // Listens on host:port (exactly that address; a second server on the same
-  // port fails), serving `core`, which must outlive the server.
+  // port fails), serving `core`, which must outlive the server. With an
+  // `auth_token`, every RPC must carry it; without (--insecure), none does.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
-      const std::string& host, int port, Coordinator* core);
+      const std::string& host, int port, Coordinator* core,
+      const std::string& auth_token);
   ~CoordinatorServer();
 
   int port() const { return port_; }

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "common/auth_token.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
 #include "common/network.h"
@@ -22,6 +23,10 @@ void AddPsFlags(CLI::App& app, PsFlags& flags) {
                  "The coordinator's host:port (overrides the config)");
   app.add_flag("--json", flags.json, "Print JSON");
   app.add_option("--timeout", flags.timeout_s, "Seconds to wait for an answer");
+  app.add_option("--auth_token_file,--auth-token-file", flags.auth_token_file,
+                 "File holding the shared auth token (default: "
+                 "TRL_AUTH_TOKEN, else ~/.trl/token)");
+  app.add_flag("--insecure", flags.insecure, "Send no auth token");
 }
 
 int RunPs(const PsFlags& flags) {
@@ -37,10 +42,19 @@ int RunPs(const PsFlags& flags) {
     }
     address = JoinHostPort(config->main_process_ip, config->main_process_port);
   }
+  auto token = ResolveAuthToken(flags.auth_token_file, flags.insecure,
+                                /*create_if_missing=*/false);
+  if (!token.ok()) {
+    std::fprintf(stderr, "trl-coord ps: error: %s\n",
+                 std::string(token.status().message()).c_str());
+    return 2;
+  }
   auto channel =
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   auto stub = pb::Coordinator::NewStub(channel);
   grpc::ClientContext context;
+  if (!token->empty())
+    context.AddMetadata(kAuthMetadataKey, BearerValue(*token));
   context.set_deadline(
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));

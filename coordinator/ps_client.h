@@ -16,6 +16,8 @@ struct PsFlags {
   std::string address;  // host:port; overrides the config
   bool json = false;
   double timeout_s = 5;
+  std::string auth_token_file;
+  bool insecure = false;
 };
 
 void AddPsFlags(CLI::App& app, PsFlags& flags);

@@ -1,0 +1,135 @@
+#include "common/auth_token.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace trl {
+namespace {
+
+absl::StatusOr<std::string> RandomToken() {
+  unsigned char bytes[32];
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || read(fd, bytes, sizeof(bytes)) != sizeof(bytes)) {
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError("cannot read /dev/urandom");
+  }
+  close(fd);
+  std::string hex;
+  for (unsigned char byte : bytes) absl::StrAppendFormat(&hex, "%02x", byte);
+  return hex;
+}
+
+// Creates `path` with a new token unless it exists; never overwrites (two
+// coordinators starting at once agree on one file: link() is atomic).
+absl::Status CreateTokenFile(const std::string& path) {
+  std::error_code ignored;
+  const auto dir = std::filesystem::path(path).parent_path();
+  std::filesystem::create_directories(dir, ignored);
+  chmod(dir.c_str(), 0700);
+  auto token = RandomToken();
+  if (!token.ok()) return token.status();
+  const std::string temp = absl::StrCat(path, ".new.", getpid());
+  int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create ", temp, ": ", std::strerror(errno)));
+  }
+  const std::string line = *token + "\n";
+  const bool ok = write(fd, line.data(), line.size()) ==
+                      static_cast<ssize_t>(line.size()) &&
+                  fsync(fd) == 0;
+  close(fd);
+  const int rc = ok ? link(temp.c_str(), path.c_str()) : -1;
+  const int error = errno;
+  unlink(temp.c_str());
+  if (!ok || (rc != 0 && error != EEXIST)) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create ", path, ": ", std::strerror(error)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no auth token: ", path,
+                     " does not exist (start `trl-coord start` "
+                     "first, which creates it, or pass --auth_token_file or "
+                     "TRL_AUTH_TOKEN)"));
+  }
+  if ((info.st_mode & 077) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "auth token file %s is readable by others (mode %o); chmod 600 it",
+        path, info.st_mode & 0777));
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string token(absl::StripAsciiWhitespace(text.str()));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auth token file ", path, " is empty"));
+  }
+  return token;
+}
+
+}  // namespace
+
+std::string DefaultTokenPath() {
+  const char* home = std::getenv("HOME");
+  return absl::StrCat(home ? home : "/", "/.trl/token");
+}
+
+absl::StatusOr<std::string> LoadToken(const TokenSource& source) {
+  if (source.token_file.empty() && !source.environment.empty()) {
+    return std::string(absl::StripAsciiWhitespace(source.environment));
+  }
+  const std::string path =
+      source.token_file.empty() ? DefaultTokenPath() : source.token_file;
+  if (source.create_if_missing && source.token_file.empty()) {
+    if (absl::Status created = CreateTokenFile(path); !created.ok()) {
+      return created;
+    }
+  }
+  return ReadTokenFile(path);
+}
+
+absl::StatusOr<std::string> ResolveAuthToken(const std::string& token_file,
+                                             bool insecure,
+                                             bool create_if_missing) {
+  if (insecure) return std::string();
+  const char* environment = std::getenv("TRL_AUTH_TOKEN");
+  return LoadToken(
+      {token_file, environment ? environment : "", create_if_missing});
+}
+
+bool TokensEqual(const std::string& expected, const std::string& given) {
+  // Every byte of `expected` is compared, whatever `given` holds.
+  unsigned char difference = expected.size() == given.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char other =
+        i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    difference |= static_cast<unsigned char>(expected[i]) ^ other;
+  }
+  return difference == 0 && !expected.empty();
+}
+
+std::string BearerValue(const std::string& token) {
+  return absl::StrCat("Bearer ", token);
+}
+
+}  // namespace trl
