@@ -11,6 +11,7 @@
 #include "agent/agent_session.h"
 #include "common/logging.h"
 #include "common/network.h"
+#include "common/tls_credentials.h"
 
 namespace trl {
 
@@ -22,7 +23,9 @@ namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("agent"); }
 
-std::shared_ptr<grpc::Channel> CoordinatorChannel(const std::string& target) {
+std::shared_ptr<grpc::Channel> CoordinatorChannel(
+    const std::string& target,
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
@@ -34,8 +37,7 @@ std::shared_ptr<grpc::Channel> CoordinatorChannel(const std::string& target) {
   // A connection of its own: after a lost session the agent starts afresh
   // instead of reusing a TCP connection that a partition left stale.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
-                                   args);
+  return grpc::CreateCustomChannel(target, credentials, args);
 }
 
 }  // namespace
@@ -73,8 +75,15 @@ bool Agent::WaitForCoordinator(grpc::Channel& channel,
 }
 
 int Agent::Run() {
+  auto credentials = ClientCredentials(
+      TlsFiles{options_.tls_cert, options_.tls_key, options_.tls_ca});
+  if (!credentials.ok()) {
+    Log()->error("{}", std::string(credentials.status().message()));
+    return 2;
+  }
   auto channel = CoordinatorChannel(
-      JoinHostPort(options_.coordinator_host, options_.coordinator_port));
+      JoinHostPort(options_.coordinator_host, options_.coordinator_port),
+      *credentials);
   // Per-rank files when no log_dir is given; removed when the agent ends.
   const std::string scratch_dir =
       (fs::temp_directory_path() / absl::StrCat("trl-launch-m",
@@ -148,7 +157,8 @@ int Agent::Run() {
     exit_code = end.exit_code;
     if (end.kind != AgentSession::End::kLost) break;
     channel = CoordinatorChannel(
-        JoinHostPort(options_.coordinator_host, options_.coordinator_port));
+        JoinHostPort(options_.coordinator_host, options_.coordinator_port),
+        *credentials);
     if (StopExitCode() != 0) {
       exit_code = StopExitCode();
       break;

@@ -48,6 +48,10 @@ struct AgentOptions {
   std::string interface_name;
   // Sent with every RPC; empty with --insecure.
   std::string auth_token;
+  // Plaintext when none of the files is set.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
 };
 
 // The options of this machine's agent, from the resolved config and the

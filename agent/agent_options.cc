@@ -26,6 +26,9 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.lease = Millis(flags.LeaseSeconds());
   options.worker_heartbeat_timeout = Millis(flags.worker_heartbeat_timeout_s);
   options.connect_timeout = Millis(flags.rdzv_timeout_s);
+  options.tls_cert = flags.tls_cert;
+  options.tls_key = flags.tls_key;
+  options.tls_ca = flags.tls_ca;
   options.local_gpu_count = machine.gpu_count;
   options.inherited_environment = CurrentEnvironment();
   options.working_directory = std::filesystem::current_path().string();

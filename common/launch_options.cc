@@ -114,6 +114,14 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "TRL_AUTH_TOKEN, else ~/.trl/token)");
   app.add_flag(FlagNames("insecure"), o.insecure,
                "No authentication (only on a loopback address)");
+  app.add_option(FlagNames("tls_cert"), o.tls_cert,
+                 "This daemon's TLS certificate (PEM)");
+  app.add_option(FlagNames("tls_key"), o.tls_key,
+                 "The private key of --tls_cert (PEM)");
+  app.add_option(FlagNames("tls_ca"), o.tls_ca,
+                 "CA certificate (PEM) that signs the peers' certificates; "
+                 "on the coordinator it makes client certificates required "
+                 "(mutual TLS)");
   app.add_option(FlagNames("python"), o.python,
                  "Python interpreter for .py commands (env TRL_PYTHON)");
 }

@@ -54,6 +54,10 @@ struct LaunchOptions {
   // --insecure turns it off, on loopback only.
   std::string auth_token_file;
   bool insecure = false;
+  // TLS (PEM files); see tls_credentials.h.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
 
   double AgentHeartbeatTimeoutSeconds() const {
     return heartbeat_interval_s * heartbeat_misses;

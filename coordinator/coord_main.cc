@@ -23,6 +23,7 @@
 #include "common/logging.h"
 #include "common/network.h"
 #include "common/stop_signals.h"
+#include "common/tls_credentials.h"
 #include "common/worker_command.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
@@ -107,6 +108,11 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
                                           /*create_if_missing=*/true);
   if (!auth_token.ok()) return Fail(std::string(auth_token.status().message()));
   if (o.insecure) log->warn("no authentication (--insecure)");
+  auto server_credentials =
+      trl::ServerCredentials(trl::TlsFiles{o.tls_cert, o.tls_key, o.tls_ca});
+  if (!server_credentials.ok()) {
+    return Fail(std::string(server_credentials.status().message()));
+  }
 
   trl::CoordinatorOptions options;
   options.config = *config;
@@ -159,8 +165,9 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         return trl::PrepareRendezvous(master_addr, nccl.get());
       },
       [] { return steady_clock::now(); });
-  auto server = trl::CoordinatorServer::Start(*host, config->main_process_port,
-                                              &core, *auth_token);
+  auto server =
+      trl::CoordinatorServer::Start(*host, config->main_process_port, &core,
+                                    *auth_token, *server_credentials);
   if (!server.ok()) return Fail(std::string(server.status().message()));
   log->info(
       "job {}: coordinator on {}, waiting for {} machine(s), {} "

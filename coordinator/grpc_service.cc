@@ -211,7 +211,8 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& host, int port, Coordinator* core,
-    const std::string& auth_token) {
+    const std::string& auth_token,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   if (absl::Status status = CheckCanListen(host, port); !status.ok()) {
     return status;
   }
@@ -232,8 +233,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddListeningPort(JoinHostPort(host, port),
-                           grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(JoinHostPort(host, port), credentials,
+                           &server->port_);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {

@@ -12,7 +12,8 @@
 
 namespace grpc {
 class Server;
-}
+class ServerCredentials;
+}  // namespace grpc
 
 namespace trl {
 
@@ -23,7 +24,8 @@ class CoordinatorServer {
   // `auth_token`, every RPC must carry it; without (--insecure), none does.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       const std::string& host, int port, Coordinator* core,
-      const std::string& auth_token);
+      const std::string& auth_token,
+      std::shared_ptr<grpc::ServerCredentials> credentials);
   ~CoordinatorServer();
 
   int port() const { return port_; }

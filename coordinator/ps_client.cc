@@ -9,6 +9,7 @@
 #include "common/launch_options.h"
 #include "common/local_machine.h"
 #include "common/network.h"
+#include "common/tls_credentials.h"
 #include "coordinator/job_status.h"
 #include "proto/trl_launch.grpc.pb.h"
 
@@ -27,6 +28,12 @@ void AddPsFlags(CLI::App& app, PsFlags& flags) {
                  "File holding the shared auth token (default: "
                  "TRL_AUTH_TOKEN, else ~/.trl/token)");
   app.add_flag("--insecure", flags.insecure, "Send no auth token");
+  app.add_option("--tls_cert,--tls-cert", flags.tls_cert,
+                 "Client TLS certificate (PEM)");
+  app.add_option("--tls_key,--tls-key", flags.tls_key,
+                 "The private key of --tls_cert (PEM)");
+  app.add_option("--tls_ca,--tls-ca", flags.tls_ca,
+                 "CA certificate (PEM) of the coordinator's certificate");
 }
 
 int RunPs(const PsFlags& flags) {
@@ -49,8 +56,14 @@ int RunPs(const PsFlags& flags) {
                  std::string(token.status().message()).c_str());
     return 2;
   }
-  auto channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto credentials =
+      ClientCredentials(TlsFiles{flags.tls_cert, flags.tls_key, flags.tls_ca});
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "trl-coord ps: error: %s\n",
+                 std::string(credentials.status().message()).c_str());
+    return 2;
+  }
+  auto channel = grpc::CreateChannel(address, *credentials);
   auto stub = pb::Coordinator::NewStub(channel);
   grpc::ClientContext context;
   if (!token->empty())

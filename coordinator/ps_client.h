@@ -18,6 +18,9 @@ struct PsFlags {
   double timeout_s = 5;
   std::string auth_token_file;
   bool insecure = false;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
 };
 
 void AddPsFlags(CLI::App& app, PsFlags& flags);

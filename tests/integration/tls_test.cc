@@ -1,0 +1,132 @@
+// TLS and mutual TLS on the coordinator's port, with certificates made by
+// openssl for the test: a job runs with the right certificates; an agent
+// without a client certificate, with one from another CA, or in plaintext
+// never registers.
+#include <google/protobuf/util/json_util.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "proto/trl_launch.pb.h"
+#include "tests/integration/launcher_fixture.h"
+
+namespace trl::testing {
+namespace {
+
+class TlsTest : public LauncherTest {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = ::testing::TempDir() + "/trl-tls-" + std::to_string(getpid());
+    std::filesystem::create_directories(dir_);
+    ready_ = access("/usr/bin/openssl", X_OK) == 0 && MakeCa("ca1") &&
+             MakeCa("ca2") && MakeLeaf("server", "ca1", true) &&
+             MakeLeaf("agent", "ca1", false) &&
+             MakeLeaf("intruder", "ca2", false);
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+
+  void SetUp() override {
+    if (!ready_) GTEST_SKIP() << "openssl could not make test certificates";
+    LauncherTest::SetUp();
+  }
+
+  static bool Run(std::vector<std::string> argv) {
+    Subprocess openssl(argv);
+    return openssl.Wait(seconds(30)) == 0;
+  }
+  static std::string File(const std::string& name) { return dir_ + "/" + name; }
+  static bool MakeCa(const std::string& name) {
+    return Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+                File(name + ".key"), "-out", File(name + ".pem"), "-days", "2",
+                "-subj", "/CN=trl-test-" + name});
+  }
+  static bool MakeLeaf(const std::string& name, const std::string& ca,
+                       bool server) {
+    std::ofstream(File(name + ".ext"))
+        << (server ? "subjectAltName=IP:127.0.0.1\n"
+                   : "basicConstraints=CA:FALSE\n");
+    return Run({"/usr/bin/openssl", "req", "-newkey", "ec", "-pkeyopt",
+                "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+                File(name + ".key"), "-out", File(name + ".csr"), "-subj",
+                "/CN=" + name}) &&
+           Run({"/usr/bin/openssl", "x509", "-req", "-in", File(name + ".csr"),
+                "-CA", File(ca + ".pem"), "-CAkey", File(ca + ".key"),
+                "-CAcreateserial", "-out", File(name + ".pem"), "-days", "2",
+                "-extfile", File(name + ".ext")});
+  }
+  static std::vector<std::string> Tls(const std::string& leaf,
+                                      const std::string& ca) {
+    std::vector<std::string> flags = {"--tls_ca", File(ca + ".pem")};
+    if (!leaf.empty()) {
+      flags.insert(flags.end(), {"--tls_cert", File(leaf + ".pem"), "--tls_key",
+                                 File(leaf + ".key")});
+    }
+    return flags;
+  }
+
+  std::optional<trl::launch::v1::JobStatus> Ps() {
+    std::vector<std::string> argv = {TRL_COORD_BIN, "ps", "--address",
+                                     "127.0.0.1:" + std::to_string(port_),
+                                     "--json"};
+    for (auto& flag : Tls("agent", "ca1")) argv.push_back(flag);
+    Subprocess ps(argv);
+    if (ps.Wait(seconds(10)) != 0) return std::nullopt;
+    trl::launch::v1::JobStatus status;
+    if (!google::protobuf::util::JsonStringToMessage(ps.Stdout(), &status)
+             .ok()) {
+      return std::nullopt;
+    }
+    return status;
+  }
+
+  static inline std::string dir_;
+  static inline bool ready_ = false;
+};
+
+TEST_F(TlsTest, MutualTlsJobRuns) {
+  auto agent = StartAgent(2, 2, 1, Tls("agent", "ca1"));
+  auto coord =
+      StartCoordinator(2, 2, Worker({"--sleep", "1"}), Tls("server", "ca1"));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto status = Ps();
+        return status && status->state() == "running";
+      },
+      seconds(20)))
+      << coord->Output() << agent->Output();
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+  RememberWorkerPids(coord->Stdout() + agent->Stdout());
+}
+
+TEST_F(TlsTest, AgentsWithoutAGoodCertificateNeverRegister) {
+  auto coord = StartCoordinator(2, 2, Worker(), Tls("server", "ca1"));
+  ASSERT_TRUE(coord->WaitForOutput("waiting for 2 machine(s)", seconds(10)))
+      << coord->Output();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"no client certificate", Tls("", "ca1")},
+      {"a certificate from another CA", Tls("intruder", "ca1")},
+      {"plaintext", {}},
+  };
+  for (const auto& [name, flags] : cases) {
+    std::vector<std::string> extra = flags;
+    extra.insert(extra.end(), {"--rdzv_timeout", "2"});
+    auto agent = StartAgent(2, 2, 1, extra);
+    EXPECT_EQ(agent->Wait(seconds(20)), 1) << name << "\n" << agent->Output();
+    EXPECT_NE(agent->Stderr().find("did not answer"), std::string::npos)
+        << name << "\n"
+        << agent->Stderr();
+  }
+  // Only machine 0's own agent (with the server's certificate) is there.
+  auto status = Ps();
+  ASSERT_TRUE(status.has_value());
+  ASSERT_EQ(status->nodes_size(), 1);
+  EXPECT_EQ(status->nodes(0).machine_rank(), 0);
+  coord->Signal(SIGTERM);
+  EXPECT_EQ(coord->Wait(seconds(20)), 128 + SIGTERM) << coord->Output();
+}
+
+}  // namespace
+}  // namespace trl::testing
