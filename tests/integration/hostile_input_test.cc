@@ -1,10 +1,16 @@
 // Hostile bytes on the coordinator's port: garbage, an HTTP/1.1 request, a
 // half-open connection. The coordinator stays up and a real job still runs.
 #include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "common/auth_token.h"
+#include "proto/trl_launch.grpc.pb.h"
 #include "tests/integration/launcher_fixture.h"
 
 namespace trl::testing {
@@ -28,34 +34,82 @@ int ConnectAndSend(int port, const std::string& bytes) {
   return fd;
 }
 
+int CountOpenFiles(pid_t pid) {
+  int count = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(pid) + "/fd", error)) {
+    (void)entry;
+    ++count;
+  }
+  return count;
+}
+
+long ResidentKiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long value = 0;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      status >> value;
+      return value;
+    }
+  }
+  return 0;
+}
+
 TEST_F(LauncherTest, HostileBytesDoNotStopTheCoordinator) {
   auto coord = StartCoordinator(2, 2, Worker());
-  ASSERT_TRUE(coord->WaitForOutput("waiting for 2 machine(s)", seconds(10)))
+  ASSERT_TRUE(coord->WaitForOutput("machine 0 registered", seconds(10)))
       << coord->Output();
+  const int files_before = CountOpenFiles(coord->pid());
+  const long rss_before = ResidentKiB(coord->pid());
+
   std::string garbage(64 * 1024, '\0');
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char(i * 131 + 7);
-  const int garbage_fd = ConnectAndSend(port_, garbage);
-  const int http_fd = ConnectAndSend(
-      port_, "GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n");
-  const int half_open_fd = ConnectAndSend(port_, "");
+  std::vector<int> sockets = {
+      ConnectAndSend(port_, garbage),
+      ConnectAndSend(
+          port_, "GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n"),
+      ConnectAndSend(port_, "")};  // half-open: says nothing
   // A flood of connections that say nothing.
-  std::vector<int> flood;
-  for (int i = 0; i < 200; ++i) flood.push_back(ConnectAndSend(port_, ""));
-  ASSERT_GE(garbage_fd, 0);
-  ASSERT_GE(http_fd, 0);
-  ASSERT_GE(half_open_fd, 0);
-  for (int fd : {garbage_fd, http_fd}) close(fd);
+  for (int i = 0; i < 200; ++i) sockets.push_back(ConnectAndSend(port_, ""));
+  for (int fd : sockets) ASSERT_GE(fd, 0);
 
-  // A real agent still joins and the job succeeds, while the half-open
-  // connection and the flood are still there.
+  // An oversized message on an authenticated stream is refused.
+  auto token = ResolveAuthToken("", false, false);
+  ASSERT_TRUE(token.ok()) << token.status();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = trl::launch::v1::Coordinator::NewStub(channel);
+  grpc::ClientContext context;
+  context.AddMetadata(kAuthMetadataKey, BearerValue(*token));
+  auto stream = stub->Attach(&context);
+  trl::launch::v1::AgentMessage huge;
+  huge.mutable_registration()->set_hostname(std::string(5 << 20, 'x'));
+  stream->Write(huge);
+  stream->WritesDone();
+  trl::launch::v1::CoordinatorMessage reply;
+  while (stream->Read(&reply)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+
+  for (int fd : sockets) close(fd);
+  // Descriptors and memory come back down once the clients are gone.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return CountOpenFiles(coord->pid()) <= files_before + 4; },
+      seconds(10)))
+      << "open files: " << files_before << " before, "
+      << CountOpenFiles(coord->pid()) << " after";
+  EXPECT_LT(ResidentKiB(coord->pid()), rss_before + 16 * 1024);
+
+  // A real agent still joins and the job succeeds.
   auto agent = StartAgent(2, 2, 1);
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
   ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
   RememberWorkerPids(coord->Stdout() + agent->Stdout());
-  close(half_open_fd);
-  for (int fd : flood) {
-    if (fd >= 0) close(fd);
-  }
 }
 
 }  // namespace
