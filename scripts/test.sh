@@ -14,3 +14,7 @@ echo "formatting ok"
 echo "== tests"
 cd build
 ctest --output-on-failure -j2 --timeout 300
+
+echo "== fuzzing (bounded)"
+cd ..
+./scripts/fuzz.sh 20
