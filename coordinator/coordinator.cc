@@ -36,6 +36,7 @@ Coordinator::Coordinator(CoordinatorOptions options,
       clock_(std::move(clock)),
       machine_(
           JobSettings{options_.job_id, options_.config.num_machines,
+                      options_.config.ProcessesPerMachine(),
                       AgreementFingerprint(options_.config),
                       options_.worker_argv, options_.restart,
                       options_.agent_heartbeat_timeout, options_.rejoin_timeout,

@@ -106,9 +106,15 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
         absl::StrCat("the agent's config differs from the coordinator's: ",
                      absl::StrJoin(differences, "; ")));
   }
-  if (agent.local_world_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "local_world_size ", agent.local_world_size, " must be at least 1"));
+  if (agent.local_world_size < 1 ||
+      (settings_.local_world_size > 0 &&
+       agent.local_world_size != settings_.local_world_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local_world_size ", agent.local_world_size, " must be ",
+                     settings_.local_world_size > 0
+                         ? std::to_string(settings_.local_world_size)
+                         : std::string("at least 1"),
+                     " (num_processes / num_machines)"));
   }
   const bool rejoin = existing != nodes_.end();
   if (IsFinished(phase_) ||

@@ -134,6 +134,9 @@ struct Decision {
 struct JobSettings {
   std::string job_id;
   int num_machines = 1;
+  // Workers per machine every agent must bring (num_processes /
+  // num_machines); 0 accepts any count (tests of uneven layouts).
+  int local_world_size = 0;
   // Settings every agent's config must agree on, key -> value.
   std::map<std::string, std::string> config_fingerprint;
   std::vector<std::string> command;

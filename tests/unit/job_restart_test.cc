@@ -192,6 +192,17 @@ TEST_F(JobRestartTest, SilentAgentIsLostAndTheJobWaitsForItToRejoin) {
   AgentInfo stranger = Agent(1);
   stranger.local_world_size = 3;
   EXPECT_FALSE(job.Register(stranger, now_).ok());
+  // Nor can any agent claim more workers than the config gives a machine.
+  JobSettings strict = Settings(0);
+  strict.local_world_size = 2;
+  JobStateMachine bounded(strict, now_);
+  AgentInfo greedy = Agent(0);
+  greedy.local_world_size = 1000000000;
+  const absl::Status refused = bounded.Register(greedy, now_);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("local_world_size 1000000000 must be 2"),
+            std::string::npos)
+      << refused;
   ASSERT_TRUE(job.Register(Agent(1), now_).ok());
   const GenerationStart next = Start(job);
   EXPECT_EQ(next.generation, 1);
