@@ -12,9 +12,15 @@ clang-format --dry-run -Werror $files
 echo "formatting ok"
 
 echo "== tests"
-cd build
-ctest --output-on-failure -j2 --timeout 300
+summary=$(mktemp)
+(cd build && ctest --output-on-failure -j2 --timeout 300) | tee "$summary"
 
 echo "== fuzzing (bounded)"
-cd ..
 ./scripts/fuzz.sh 20
+
+# ctest's verdict once more, last, in the plain form.
+line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$summary" | tail -1)
+rm -f "$summary"
+failed=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+total=$(echo "$line" | sed -E 's/.* tests failed out of ([0-9]+).*/\1/')
+echo "tests: $((total - failed)) passed, $failed failed"
