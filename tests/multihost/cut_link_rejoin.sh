@@ -11,6 +11,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
 source "$here/../lib/testhosts.sh"
+source "$here/../lib/generations.sh"
 testhosts_skip_unless_possible
 
 work=$(mktemp -d)
@@ -18,19 +19,7 @@ cleanup() { testhosts_destroy; rm -rf "$work"; }
 trap cleanup EXIT
 testhosts_create "trlcl$(( $$ % 10000 ))x" 2
 
-cat >"$work/worker.sh" <<'WORKER'
-#!/bin/sh
-# Logs its start and end with timestamps; generation 0 runs until stopped.
-g=$TORCHELASTIC_RESTART_COUNT
-echo "start gen $g rank $RANK at $(date +%s.%N)"
-trap 'echo "end gen $g rank $RANK at $(date +%s.%N)"; exit 0' TERM
-if [ "$g" = 0 ]; then
-  while true; do sleep 0.1; done
-fi
-sleep 0.5
-echo "end gen $g rank $RANK at $(date +%s.%N)"
-WORKER
-chmod +x "$work/worker.sh"
+write_generation_worker "$work/worker.sh"
 
 flags=(--num_machines 2 --num_processes 4 --main_process_ip "${TESTHOST_ADDR[1]}"
        --main_process_port 29400 --use_cpu --max_restarts 2
@@ -44,13 +33,6 @@ testhosts_exec 1 "$build/coordinator/trl-coord" start "${flags[@]}" \
 coord=$!
 
 fail=0
-wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
-  local deadline=$(( $(date +%s) + $1 )); shift
-  until "$@"; do
-    [ "$(date +%s)" -ge $deadline ] && return 1
-    sleep 0.05
-  done
-}
 gen0_up() { [ "$(cat "$work/coord.out" "$work/agent.out" | grep -c 'start gen 0')" = 4 ]; }
 if ! wait_for 30 gen0_up; then
   echo "FAIL: generation 0 did not start"; cat "$work"/*.out "$work"/*.err; exit 1
@@ -77,7 +59,7 @@ fi
 grep -E "lost|lease|rejoin|registered|generation 1" "$work/coord.err" "$work/agent.err"
 
 all=$(cat "$work/coord.out" "$work/agent.out")
-last=$(echo "$all" | awk '/start gen/ {print $5}' | sort -n | tail -1)
+last=$(echo "$all" | last_generation)
 if [ "${last:-0}" -lt 1 ]; then
   echo "FAIL: no generation after 0 ran"; fail=1
 fi
@@ -86,10 +68,7 @@ for rank in 0 1 2 3; do
 done
 # Only one generation at a time: every end of a generation comes before any
 # start of a later one.
-overlap=$(echo "$all" | awk '
-  /start gen/ { g=$5; t=$NF; if (!(g in first) || t < first[g]) first[g]=t }
-  /end gen/   { g=$5; t=$NF; if (!(g in last) || t > last[g]) last[g]=t }
-  END { for (g in last) for (h in first) if (h + 0 > g + 0 && last[g] + 0 >= first[h] + 0) print g " overlaps " h }')
+overlap=$(echo "$all" | generations_overlap)
 [ -z "$overlap" ] || { echo "FAIL: generations overlapped: $overlap"; fail=1; }
 # node02 stopped its generation-0 workers while it was cut off.
 node02_end0=$(awk '/end gen 0/ {print $NF}' "$work/agent.out" | sort -g | tail -1)

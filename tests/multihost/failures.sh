@@ -16,6 +16,7 @@ shift
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(worker agent coordinator)
 source "$here/../lib/testhosts.sh"
+source "$here/../lib/generations.sh"
 testhosts_skip_unless_possible
 
 work=$(mktemp -d)
@@ -23,33 +24,13 @@ cleanup() { testhosts_destroy; rm -rf "$work"; }
 trap cleanup EXIT
 testhosts_create "trlfl$(( $$ % 10000 ))x" 2
 
-cat >"$work/worker.sh" <<'WORKER'
-#!/bin/sh
-# Logs "start/end gen G rank R pid P at T"; generation 0 runs until stopped,
-# later generations exit 0 after 0.3 s.
-g=$TORCHELASTIC_RESTART_COUNT
-echo "start gen $g rank $RANK pid $$ at $(date +%s.%N)"
-trap 'echo "end gen $g rank $RANK pid $$ at $(date +%s.%N)"; exit 0' TERM
-if [ "$g" = 0 ]; then
-  while true; do sleep 0.1; done
-fi
-sleep 0.3
-echo "end gen $g rank $RANK pid $$ at $(date +%s.%N)"
-WORKER
-chmod +x "$work/worker.sh"
+write_generation_worker "$work/worker.sh"
 
 port=29400
 flags=(--num_machines 2 --num_processes 4 --main_process_ip "${TESTHOST_ADDR[1]}"
        --main_process_port $port --use_cpu --max_restarts 2 --stop_grace 2
        --heartbeat_interval 0.5 --lease 2 --rejoin_timeout 60)
 
-wait_for() {  # wait_for SECONDS COMMAND...
-  local deadline=$(( $(date +%s) + $1 )); shift
-  until "$@"; do
-    [ "$(date +%s)" -ge $deadline ] && return 1
-    sleep 0.05
-  done
-}
 outputs() { cat "$run"/*.out 2>/dev/null; }
 gen0_up() { [ "$(outputs | grep -c 'start gen 0')" = 4 ]; }
 start_agent() {
@@ -71,7 +52,7 @@ host_pid() {  # the pid, as seen from outside, of the process matching $2 on hos
 
 check_invariants() {  # after a scenario
   local fail=0 all; all=$(outputs)
-  local last; last=$(echo "$all" | awk '/start gen/ {print $5}' | sort -n | tail -1)
+  local last; last=$(echo "$all" | last_generation)
   [ "${last:-0}" -ge 1 ] || { echo "FAIL: no generation after 0 ran"; fail=1; }
   # Every generation: ranks 0..3 once each (a generation the failure cut
   # short may miss ranks that had not started).
@@ -82,10 +63,7 @@ check_invariants() {  # after a scenario
   for rank in 0 1 2 3; do
     echo "$all" | grep -q "end gen $last rank $rank " || { echo "FAIL: rank $rank of generation $last did not finish"; fail=1; }
   done
-  local overlap; overlap=$(echo "$all" | awk '
-    /start gen/ { g=$5; t=$NF; if (!(g in first) || t < first[g]) first[g]=t }
-    /end gen/   { g=$5; t=$NF; if (!(g in last) || t > last[g]) last[g]=t }
-    END { for (g in last) for (h in first) if (h + 0 > g + 0 && last[g] + 0 >= first[h] + 0) print g " overlaps " h }')
+  local overlap; overlap=$(echo "$all" | generations_overlap)
   [ -z "$overlap" ] || { echo "FAIL: generations overlapped: $overlap"; fail=1; }
   for i in 1 2; do
     left=$(testhosts_pids $i)
