@@ -71,15 +71,14 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
       const auto& exited = message.worker_exited();
       Execute(machine_.WorkerExited(m, exited.generation(), exited.local_rank(),
                                     FromProto(exited), now));
+      // The generation may be over: a restart without backoff starts now.
+      Execute(machine_.Tick(now));
       break;
     }
     case pb::AgentMessage::kStopping: {
       const auto& stopping = message.stopping();
       const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
-      if (stopping.signal() > 0 && !IsFinished(machine_.phase()) &&
-          machine_.phase() != JobPhase::kStopping) {
-        stop_signal_ = stopping.signal();
-      }
+      if (stopping.signal() > 0) RememberStopSignal(stopping.signal());
       Execute(machine_.StopRequested(
           absl::StrCat("the agent of machine ", m,
                        " is stopping: ", stopping.reason()),
@@ -95,7 +94,8 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
     default:
       break;
   }
-  Execute(machine_.Tick(clock_()));
+  // No Tick here: a heartbeat must cost the same whatever the number of
+  // agents, and timeouts are the ticker's job.
 }
 
 void Coordinator::HandleRegistration(AgentLink* link,
@@ -233,6 +233,14 @@ void Coordinator::Execute(const Decision& decision) {
   changed_.notify_all();
 }
 
+void Coordinator::RememberStopSignal(int signal) {
+  // The first stop decides what workers receive first.
+  if (!IsFinished(machine_.phase()) &&
+      machine_.phase() != JobPhase::kStopping) {
+    stop_signal_ = signal;
+  }
+}
+
 std::optional<TimePoint> Coordinator::NextDeadline() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return machine_.NextDeadline();
@@ -266,10 +274,7 @@ void Coordinator::OnDisconnected(AgentLink* link) {
 void Coordinator::RequestStop(const std::string& reason, int exit_code,
                               int signal) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!IsFinished(machine_.phase()) &&
-      machine_.phase() != JobPhase::kStopping) {
-    stop_signal_ = signal;
-  }
+  RememberStopSignal(signal);
   Execute(machine_.StopRequested(reason, exit_code, clock_()));
   Execute(machine_.Tick(clock_()));
 }

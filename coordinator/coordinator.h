@@ -90,6 +90,7 @@ class Coordinator {
   void StartGeneration();
   void Execute(const Decision& decision);
   void SendToRegistered(const trl::launch::v1::CoordinatorMessage& message);
+  void RememberStopSignal(int signal);
 
   const CoordinatorOptions options_;
   const RendezvousSource rendezvous_;

@@ -178,7 +178,6 @@ TEST_F(JobStateMachineTest, FirstFailureStopsEveryoneAndIsTheResult) {
 }
 
 TEST_F(JobStateMachineTest, SignalDeathIsReportedAs128PlusSignal) {
-  JobStateMachine job(Settings(1), now_);
   JobSettings one = Settings(1);
   JobStateMachine single(one, now_);
   AgentInfo agent = Agent(0, 1);
