@@ -237,6 +237,11 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   fs::create_directories(run_dir, dir_error);
 
   Environment job_env(a.job_environment().begin(), a.job_environment().end());
+  // Workers reach the coordinator's store the way this agent reaches the
+  // coordinator: the same TLS files (paths only; never the auth token).
+  if (!options_.tls_ca.empty()) job_env["TRL_TLS_CA"] = options_.tls_ca;
+  if (!options_.tls_cert.empty()) job_env["TRL_TLS_CERT"] = options_.tls_cert;
+  if (!options_.tls_key.empty()) job_env["TRL_TLS_KEY"] = options_.tls_key;
   std::vector<WorkerLaunch> launches;
   for (int local = 0; local < a.local_world_size(); ++local) {
     const int rank = a.rank_offset() + local;

@@ -17,7 +17,6 @@
 #include "absl/strings/str_format.h"
 
 namespace trl {
-namespace {
 
 absl::StatusOr<std::string> RandomToken() {
   unsigned char bytes[32];
@@ -31,6 +30,8 @@ absl::StatusOr<std::string> RandomToken() {
   for (unsigned char byte : bytes) absl::StrAppendFormat(&hex, "%02x", byte);
   return hex;
 }
+
+namespace {
 
 // Creates `path` with a new token unless it exists; never overwrites (two
 // coordinators starting at once agree on one file: link() is atomic).

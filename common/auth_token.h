@@ -16,6 +16,9 @@ namespace trl {
 // ~/.trl/token
 std::string DefaultTokenPath();
 
+// 32 random bytes from /dev/urandom, as 64 hex digits.
+absl::StatusOr<std::string> RandomToken();
+
 struct TokenSource {
   std::string token_file;          // --auth_token_file; "" for the default
   std::string environment;         // TRL_AUTH_TOKEN's value, if set

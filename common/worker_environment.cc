@@ -139,6 +139,7 @@ Environment BuildJobEnvironment(const AccelerateConfig& config,
   if (!in.nccl_unique_id_hex.empty()) {
     env["TRL_NCCL_UNIQUE_ID"] = in.nccl_unique_id_hex;
   }
+  if (!in.store_token.empty()) env["TRL_STORE_TOKEN"] = in.store_token;
   return env;
 }
 

@@ -27,6 +27,9 @@ struct JobEnvironmentInputs {
   std::string nccl_unique_id_hex;
   // host:port of the coordinator, which serves the workers' store.
   std::string coordinator_address;
+  // This generation's credential for the store (TRL_STORE_TOKEN); it opens
+  // nothing but this generation's store namespace. Empty: no store.
+  std::string store_token;
 };
 
 // Variables that are identical for every rank of one generation.

@@ -30,6 +30,7 @@
 #include "coordinator/job_state_file.h"
 #include "coordinator/ps_client.h"
 #include "coordinator/rendezvous.h"
+#include "coordinator/store_service.h"
 
 namespace {
 
@@ -159,15 +160,21 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       !helper.empty() && !config->use_cpu) {
     nccl = std::make_unique<trl::NcclIdSource>(helper);
   }
+  // The workers' rendezvous store (Gloo jobs), on the coordinator's port.
+  trl::StoreService store;
+  options.open_store_generation = [&store](const std::string& job_id,
+                                           int64_t generation) {
+    return store.OpenGeneration(job_id, generation);
+  };
   trl::Coordinator core(
       options,
       [&nccl](const std::string& master_addr) {
         return trl::PrepareRendezvous(master_addr, nccl.get());
       },
       [] { return steady_clock::now(); });
-  auto server =
-      trl::CoordinatorServer::Start(*host, config->main_process_port, &core,
-                                    *auth_token, *server_credentials);
+  auto server = trl::CoordinatorServer::Start(
+      *host, config->main_process_port, &core, *auth_token, *server_credentials,
+      store.service());
   if (!server.ok()) return Fail(std::string(server.status().message()));
   log->info(
       "job {}: coordinator on {}, waiting for {} machine(s), {} "

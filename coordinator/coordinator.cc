@@ -155,6 +155,10 @@ void Coordinator::StartGeneration() {
   inputs.master_port = rendezvous->master_port;
   inputs.nccl_unique_id_hex = rendezvous->nccl_unique_id_hex;
   inputs.coordinator_address = options_.coordinator_address;
+  if (options_.open_store_generation) {
+    inputs.store_token =
+        options_.open_store_generation(options_.job_id, start.generation);
+  }
   const Environment job_env = BuildJobEnvironment(options_.config, inputs);
   Log()->info(
       "generation {}: world size {}, MASTER_ADDR={} MASTER_PORT={}, restarts "

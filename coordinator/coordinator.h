@@ -54,6 +54,10 @@ struct CoordinatorOptions {
   std::string identity;  // of the job, see JobRecord
   // Set when this coordinator picks up a job an earlier one ran.
   std::optional<JobRecord> resume;
+  // Opens the workers' store namespace of a generation and returns its
+  // token (TRL_STORE_TOKEN); unset: the job has no store.
+  std::function<std::string(const std::string& job_id, int64_t generation)>
+      open_store_generation;
 };
 
 class Coordinator {

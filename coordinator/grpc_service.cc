@@ -212,7 +212,8 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& host, int port, Coordinator* core,
     const std::string& auth_token,
-    std::shared_ptr<grpc::ServerCredentials> credentials) {
+    std::shared_ptr<grpc::ServerCredentials> credentials,
+    grpc::Service* store) {
   if (absl::Status status = CheckCanListen(host, port); !status.ok()) {
     return status;
   }
@@ -236,6 +237,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddListeningPort(JoinHostPort(host, port), credentials,
                            &server->port_);
   builder.RegisterService(server->service_.get());
+  if (store != nullptr) builder.RegisterService(store);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {
     return absl::UnavailableError(

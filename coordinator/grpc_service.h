@@ -13,6 +13,7 @@
 namespace grpc {
 class Server;
 class ServerCredentials;
+class Service;
 }  // namespace grpc
 
 namespace trl {
@@ -22,10 +23,13 @@ class CoordinatorServer {
   // Listens on host:port (exactly that address; a second server on the same
   // port fails), serving `core`, which must outlive the server. With an
   // `auth_token`, every RPC must carry it; without (--insecure), none does.
+  // `store` (may be null; must outlive the server) is served beside it and
+  // checks its own per-generation tokens.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       const std::string& host, int port, Coordinator* core,
       const std::string& auth_token,
-      std::shared_ptr<grpc::ServerCredentials> credentials);
+      std::shared_ptr<grpc::ServerCredentials> credentials,
+      grpc::Service* store = nullptr);
   ~CoordinatorServer();
 
   int port() const { return port_; }

@@ -69,7 +69,12 @@ int main(int argc, char** argv) {
       if (IsLaunchVariable(name)) sorted[name] = text.substr(equals + 1);
     }
     for (const auto& [name, value] : sorted) {
-      std::printf("ENV %s=%s\n", name.c_str(), value.c_str());
+      // A credential, even a short-lived one, does not belong in a log.
+      const std::string shown =
+          name == "TRL_STORE_TOKEN"
+              ? "<" + std::to_string(value.size()) + " characters, not shown>"
+              : value;
+      std::printf("ENV %s=%s\n", name.c_str(), shown.c_str());
     }
   }
   std::fflush(stdout);
