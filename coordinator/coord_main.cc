@@ -24,6 +24,7 @@
 #include "common/network.h"
 #include "common/stop_signals.h"
 #include "common/tls_credentials.h"
+#include "common/trl_arguments.h"
 #include "common/worker_command.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
@@ -181,6 +182,10 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       "process(es) in all",
       options.job_id, options.coordinator_address, config->num_machines,
       config->num_processes);
+  if (auto batch = trl::EffectiveBatchFromArguments(options.worker_argv,
+                                                    config->num_processes)) {
+    log->info("{}", batch->Describe());
+  }
 
   // Timeouts (heartbeats, backoff, rejoin) advance on this clock.
   std::mutex ticker_mutex;
