@@ -183,6 +183,8 @@ int main(int argc, char** argv) {
         out << line;
       }
       if (!out) return Fail("cannot write " + path);
+      std::printf("weights in %s, checkpoint in %s/checkpoint.bin\n",
+                  path.c_str(), output_dir.c_str());
     }
   }
   return 0;
