@@ -147,6 +147,9 @@ Environment BuildWorkerEnvironment(const Environment& inherited,
                                    const Environment& job_environment,
                                    const RankEnvironmentInputs& in) {
   Environment env = inherited;
+  // The cluster's token opens every node; a worker gets at most its
+  // generation's store token.
+  env.erase("TRL_AUTH_TOKEN");
   for (const auto& [name, value] : job_environment) env[name] = value;
   auto set_unless_inherited = [&](const std::string& name,
                                   const std::string& value) {

@@ -54,7 +54,8 @@ struct RankEnvironmentInputs {
 // (`inherited`), overlaid with the job's variables and then the rank's.
 // Variables the user may tune (OMP_NUM_THREADS,
 // TORCH_NCCL_ASYNC_ERROR_HANDLING, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) are
-// set only when `inherited` lacks them.
+// set only when `inherited` lacks them. TRL_AUTH_TOKEN, the cluster's
+// token, is never passed on.
 Environment BuildWorkerEnvironment(const Environment& inherited,
                                    const Environment& job_environment,
                                    const RankEnvironmentInputs& inputs);

@@ -86,6 +86,30 @@ TEST_F(AuthTest, AgentsWithoutTheRightTokenAreRefused) {
   EXPECT_EQ(coord->Wait(seconds(20)), 128 + SIGTERM) << coord->Output();
 }
 
+// Workers get their generation's store token, never the cluster's token,
+// even when the daemons were given it in their environment.
+TEST_F(AuthTest, WorkersNeverSeeTheClusterToken) {
+  Subprocess coord(
+      [&] {
+        std::vector<std::string> argv = {TRL_COORD_BIN, "start"};
+        for (auto& flag : ClusterFlags(1, 2)) argv.push_back(flag);
+        for (auto& arg : Worker({"--print_env"})) argv.push_back(arg);
+        return argv;
+      }(),
+      {std::string("TRL_AUTH_TOKEN=") + kToken});
+  ASSERT_EQ(coord.Wait(seconds(30)), 0) << coord.Output();
+  RememberWorkerPids(coord.Stdout());
+  for (int rank : {0, 1}) {
+    const auto env = EnvOfRank(coord.Stdout(), rank);
+    ASSERT_FALSE(env.empty()) << coord.Output();
+    EXPECT_EQ(env.count("TRL_AUTH_TOKEN"), 0u) << "rank " << rank;
+    ASSERT_EQ(env.count("TRL_STORE_TOKEN"), 1u) << "rank " << rank;
+    // The bundled worker does not print even the store token.
+    EXPECT_EQ(env.at("TRL_STORE_TOKEN"), "<64 characters, not shown>");
+  }
+  EXPECT_EQ(coord.Output().find(kToken), std::string::npos);
+}
+
 TEST_F(AuthTest, PsNeedsTheToken) {
   auto coord = StartCoordinator(1, 1, Worker({"--sleep", "60"}),
                                 {"--auth_token_file", token_file_});

@@ -101,6 +101,21 @@ TEST_F(TlsTest, MutualTlsJobRuns) {
   RememberWorkerPids(coord->Stdout() + agent->Stdout());
 }
 
+// Workers reach the coordinator's store with their agent's TLS files: the
+// trainer's Gloo rendezvous works under mutual TLS.
+TEST_F(TlsTest, WorkersUseTheStoreOverMutualTls) {
+  auto agent = StartAgent(2, 2, 1, Tls("agent", "ca1"));
+  auto coord = StartCoordinator(
+      2, 2, {TRL_DEMO_TRAIN_BIN, "--max_steps", "5", "--output_dir", dir_},
+      Tls("server", "ca1"));
+  ASSERT_EQ(coord->Wait(seconds(60)), 0) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+  EXPECT_NE(coord->Output().find("2 rank(s) over Gloo (TCP)"),
+            std::string::npos)
+      << coord->Output();
+  EXPECT_NE(coord->Output().find("step 5/5 loss"), std::string::npos);
+}
+
 TEST_F(TlsTest, AgentsWithoutAGoodCertificateNeverRegister) {
   auto coord = StartCoordinator(2, 2, Worker(), Tls("server", "ca1"));
   ASSERT_TRUE(coord->WaitForOutput("waiting for 2 machine(s)", seconds(10)))

@@ -182,6 +182,15 @@ TEST(WorkerEnvironmentTest, UserSettingsWin) {
   EXPECT_EQ(env.at("RANK"), "0");  // the launcher's own variables always win
 }
 
+TEST(WorkerEnvironmentTest, TheClusterTokenIsNeverPassedOn) {
+  const Environment env = BuildWorkerEnvironment(
+      {{"TRL_AUTH_TOKEN", "cluster-secret"}, {"HOME", "/home/u"}},
+      {{"TRL_STORE_TOKEN", "generation-secret"}}, RankEnvironmentInputs{});
+  EXPECT_EQ(env.count("TRL_AUTH_TOKEN"), 0u);
+  EXPECT_EQ(env.at("TRL_STORE_TOKEN"), "generation-secret");
+  EXPECT_EQ(env.at("HOME"), "/home/u");
+}
+
 TEST(WorkerEnvironmentTest, OneProcessPerNodeLeavesOmpAlone) {
   RankEnvironmentInputs inputs;
   inputs.local_world_size = 1;
