@@ -72,7 +72,10 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
       Execute(machine_.WorkerExited(m, exited.generation(), exited.local_rank(),
                                     FromProto(exited), now));
       // The generation may be over: a restart without backoff starts now.
-      Execute(machine_.Tick(now));
+      // (Only then: a walk over every agent per worker exit is quadratic.)
+      if (machine_.phase() == JobPhase::kRestarting) {
+        Execute(machine_.Tick(now));
+      }
       break;
     }
     case pb::AgentMessage::kStopping: {
@@ -184,12 +187,16 @@ void Coordinator::StartGeneration() {
                   std::string(saved.message()));
     }
   }
+  std::map<int, std::vector<AgentLink*>> links_of_machine;
+  for (const auto& [link, m] : machine_rank_of_) {
+    links_of_machine[m].push_back(link);
+  }
   for (const auto& node : start.nodes) {
     assignment->set_machine_rank(node.machine_rank);
     assignment->set_rank_offset(node.rank_offset);
     assignment->set_local_world_size(node.local_world_size);
-    for (const auto& [link, m] : machine_rank_of_) {
-      if (m == node.machine_rank) link->Send(message);
+    for (AgentLink* link : links_of_machine[node.machine_rank]) {
+      link->Send(message);
     }
   }
 }

@@ -234,6 +234,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Agents send a few small messages a second: bandwidth probes (a PING
+  // per burst of data) only add packets. 4096 agents: 0.63 -> 0.56 core.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddListeningPort(JoinHostPort(host, port), credentials,
                            &server->port_);
   builder.RegisterService(server->service_.get());

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -132,6 +133,7 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   node.info = agent;
   node.last_heartbeat = now;
   nodes_[m] = std::move(node);
+  ++connected_nodes_;  // new, or back from lost
   return absl::OkStatus();
 }
 
@@ -153,11 +155,8 @@ bool JobStateMachine::ReadyToStart(TimePoint now) const {
       !(phase_ == JobPhase::kRestarting && now >= restart_not_before_)) {
     return false;
   }
-  if (static_cast<int>(nodes_.size()) != settings_.num_machines) return false;
-  for (const auto& [m, node] : nodes_) {
-    if (!node.connected) return false;
-  }
-  return true;
+  return static_cast<int>(nodes_.size()) == settings_.num_machines &&
+         connected_nodes_ == settings_.num_machines;
 }
 
 Decision JobStateMachine::Tick(TimePoint now) {
@@ -255,6 +254,7 @@ GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
       ranks_.push_back(rank);
     }
   }
+  live_ranks_ = static_cast<int>(ranks_.size());
   return start;
 }
 
@@ -292,6 +292,7 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
     return decision;
   }
   rank->exit = exit;
+  --live_ranks_;
   if (exit.Succeeded()) {
     rank->state = RankState::kSucceeded;
   } else if (phase_ == JobPhase::kStopping) {
@@ -325,6 +326,7 @@ Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
   Decision decision;
   auto it = nodes_.find(machine_rank);
   if (it == nodes_.end() || !it->second.connected) return decision;
+  --connected_nodes_;
   if (phase_ == JobPhase::kWaitingForAgents) {
     nodes_.erase(it);  // It may register again.
     return decision;
@@ -332,11 +334,18 @@ Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
   it->second.connected = false;
   it->second.lost_reason = why;
   if (IsFinished(phase_)) return decision;
-  for (auto& rank : ranks_) {
+  // A machine's ranks are contiguous from its rank offset.
+  const size_t first = it->second.rank_offset;
+  const size_t end =
+      std::min(ranks_.size(),
+               first + static_cast<size_t>(it->second.info.local_world_size));
+  for (size_t i = first; i < end; ++i) {
+    RankRecord& rank = ranks_[i];
     if (rank.machine_rank == machine_rank &&
         (rank.state == RankState::kPending ||
          rank.state == RankState::kRunning)) {
       rank.state = RankState::kLost;
+      --live_ranks_;
     }
   }
   if (phase_ == JobPhase::kRunning) {
@@ -416,12 +425,7 @@ void JobStateMachine::Finish(JobOutcome outcome, Decision& decision) {
 
 void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
   if (phase_ != JobPhase::kRunning && phase_ != JobPhase::kStopping) return;
-  for (const auto& rank : ranks_) {
-    if (rank.state == RankState::kPending ||
-        rank.state == RankState::kRunning) {
-      return;
-    }
-  }
+  if (live_ranks_ > 0) return;
   if (phase_ == JobPhase::kRunning) {
     // Every rank exited on its own, and none failed (a failure would have
     // moved the job to kStopping).

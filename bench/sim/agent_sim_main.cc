@@ -1,0 +1,334 @@
+// trl-agent-sim: drives the real coordinator with many simulated agents
+// (bench/sim/sim_agent.h) and measures what DESIGN.md section 8 asks at
+// scale: rendezvous time, the coordinator's CPU share under heartbeats,
+// `trl-coord ps --json` latency, resident memory, a whole-job restart and
+// the time to notice a silent agent. Prints one JSON object.
+//
+// It takes the same launch flags as trl-agent (so its registrations carry
+// the same config fingerprint), plus its own:
+//   trl-agent-sim --num_machines 4096 --num_processes 32768 \
+//     --main_process_ip 127.0.0.1 --main_process_port 29600 \
+//     --coordinator_pid PID --ps_binary build/coordinator/trl-coord
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench/sim/sim_agent.h"
+#include "common/accelerate_config.h"
+#include "common/auth_token.h"
+#include "common/launch_options.h"
+#include "common/local_machine.h"
+#include "common/network.h"
+#include "common/tls_credentials.h"
+
+extern char** environ;
+
+namespace {
+
+namespace pb = trl::launch::v1;
+using trl::sim::SimAgent;
+using trl::sim::SimClock;
+using trl::sim::SimRecorder;
+
+double Seconds(SimClock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// utime + stime of `pid`, in seconds.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / sysconf(_SC_CLK_TCK);
+}
+
+// A "VmRSS"-style line of /proc/PID/status, in MiB.
+double StatusMiB(pid_t pid, const std::string& key) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) {
+      return std::stod(line.substr(key.size() + 1)) / 1024.0;
+    }
+  }
+  return -1;
+}
+
+// Wall time of one run of `argv` with its output discarded; -1 on failure.
+double TimeCommand(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  const auto start = SimClock::now();
+  pid_t pid = 0;
+  const int rc =
+      posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const auto end = SimClock::now();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return Seconds(end - start);
+}
+
+struct Spread {
+  double median = -1, min = -1, max = -1;
+};
+Spread Summarize(std::vector<double> values) {
+  Spread s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.median = values[values.size() / 2];
+  s.min = values.front();
+  s.max = values.back();
+  return s;
+}
+
+void RaiseFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "trl-agent-sim: error: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "trl-agent-sim: many simulated agents against a real "
+      "coordinator"};
+  trl::LaunchOptions launch;
+  trl::AddLaunchFlags(app, launch);
+  int agents = 0;
+  int first_machine_rank = 0;
+  double heartbeat_phase_s = 10;
+  pid_t coordinator_pid = 0;
+  std::string ps_binary;
+  int ps_runs = 5;
+  bool failures = true;
+  double timeout_s = 120;
+  app.add_option("--agents", agents,
+                 "Simulated agents (default: num_machines - "
+                 "first_machine_rank)");
+  app.add_option("--first_machine_rank", first_machine_rank,
+                 "machine_rank of the first simulated agent");
+  app.add_option("--heartbeat_phase", heartbeat_phase_s,
+                 "Seconds of heartbeats to measure the coordinator's CPU over");
+  app.add_option("--coordinator_pid", coordinator_pid,
+                 "The coordinator's pid, for its CPU and memory");
+  app.add_option("--ps_binary", ps_binary,
+                 "trl-coord, to time `trl-coord ps --json` against the job");
+  app.add_option("--ps_runs", ps_runs, "Times to run ps");
+  app.add_flag("!--no_failures", failures,
+               "Only rendezvous and heartbeats: no restart, no silent agent");
+  app.add_option("--timeout", timeout_s, "Seconds any one phase may take");
+  CLI11_PARSE(app, argc, argv);
+  RaiseFileLimit();
+
+  const trl::LocalMachine machine = trl::ReadLocalMachine();
+  launch.machine_rank = first_machine_rank;
+  auto config = trl::ResolveLaunchConfig(launch, machine);
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  if (agents <= 0) agents = config->num_machines - first_machine_rank;
+  if (first_machine_rank + agents > config->num_machines) {
+    return Fail(absl::StrCat(first_machine_rank, " + ", agents,
+                             " agents exceed num_machines ",
+                             config->num_machines));
+  }
+  auto token = trl::ResolveAuthToken(launch.auth_token_file, launch.insecure,
+                                     /*create_if_missing=*/false);
+  if (!token.ok()) return Fail(std::string(token.status().message()));
+  auto credentials = trl::ClientCredentials(
+      trl::TlsFiles{launch.tls_cert, launch.tls_key, launch.tls_ca});
+  if (!credentials.ok()) {
+    return Fail(std::string(credentials.status().message()));
+  }
+  const std::string target =
+      trl::JoinHostPort(config->main_process_ip, config->main_process_port);
+  const auto fingerprint = trl::AgreementFingerprint(*config);
+  const auto phase =
+      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+
+  // One connection per agent, as real agents have.
+  SimRecorder recorder(agents);
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<pb::Coordinator::Stub>> stubs;
+  std::vector<std::unique_ptr<SimAgent>> sims;
+  for (int i = 0; i < agents; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channels.push_back(grpc::CreateCustomChannel(target, *credentials, args));
+    stubs.push_back(pb::Coordinator::NewStub(channels.back()));
+    pb::AgentRegistration registration;
+    const int machine_rank = first_machine_rank + i;
+    registration.set_machine_rank(machine_rank);
+    registration.set_hostname(absl::StrCat("sim", machine_rank));
+    registration.set_advertise_addr("127.0.0.1");
+    registration.set_interface_name("lo");
+    registration.set_local_world_size(config->ProcessesPerMachine());
+    registration.set_agent_pid(getpid());
+    for (const auto& [key, value] : fingerprint) {
+      (*registration.mutable_config_fingerprint())[key] = value;
+    }
+    sims.push_back(std::make_unique<SimAgent>(i, std::move(registration),
+                                              *token, &recorder));
+  }
+  // Connect first, so that the rendezvous time is the coordinator's, not
+  // TCP and HTTP/2 set-up in this process.
+  for (auto& channel : channels) channel->GetState(/*try_to_connect=*/true);
+  for (auto& channel : channels) {
+    channel->WaitForConnected(std::chrono::system_clock::now() + phase);
+  }
+
+  std::vector<std::string> json;
+  json.push_back(absl::StrFormat("\"agents\": %d", agents));
+  json.push_back(
+      absl::StrFormat("\"ranks\": %d", agents * config->ProcessesPerMachine()));
+  auto finish = [&](int code) {
+    for (auto& sim : sims) sim->Shutdown();
+    recorder.WaitAllEnded(SimClock::now() + std::chrono::seconds(30));
+    const auto refusals = recorder.refusals();
+    if (!refusals.empty()) {
+      json.push_back(absl::StrFormat("\"refusals\": [\"%s\"]",
+                                     absl::StrJoin(refusals, "\", \"")));
+    }
+    std::printf("{%s}\n", absl::StrJoin(json, ", ").c_str());
+    std::fflush(stdout);
+    return code;
+  };
+
+  // 1. Rendezvous: first registration sent -> every agent assigned.
+  const auto registering = SimClock::now();
+  for (size_t i = 0; i < sims.size(); ++i) sims[i]->Start(stubs[i].get());
+  auto assigned = recorder.WaitAllAssigned(0, SimClock::now() + phase);
+  if (!assigned) {
+    std::fprintf(stderr, "trl-agent-sim: not every agent was assigned\n");
+    return finish(1);
+  }
+  json.push_back(absl::StrFormat("\"rendezvous_s\": %.4f",
+                                 Seconds(*assigned - registering)));
+
+  // Heartbeats: every agent once per interval, spread over the interval as
+  // agents that started at different moments would be.
+  std::atomic<bool> beating{true};
+  std::thread heartbeats([&] {
+    const auto interval = std::chrono::duration_cast<SimClock::duration>(
+        std::chrono::duration<double>(launch.heartbeat_interval_s));
+    auto next = SimClock::now();
+    size_t at = 0;
+    const auto gap = interval / std::max<size_t>(sims.size(), 1);
+    while (beating) {
+      sims[at]->Heartbeat();
+      at = (at + 1) % sims.size();
+      next += gap;
+      std::this_thread::sleep_until(next);
+    }
+  });
+
+  // 2. The coordinator under heartbeats: CPU share, ps latency, memory.
+  if (coordinator_pid > 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // settle
+    const double cpu0 = CpuSeconds(coordinator_pid);
+    const auto t0 = SimClock::now();
+    std::this_thread::sleep_until(
+        t0 + std::chrono::duration_cast<SimClock::duration>(
+                 std::chrono::duration<double>(heartbeat_phase_s)));
+    const double cpu1 = CpuSeconds(coordinator_pid);
+    const double wall = Seconds(SimClock::now() - t0);
+    json.push_back(absl::StrFormat("\"heartbeat_phase_s\": %.2f", wall));
+    json.push_back(absl::StrFormat("\"coordinator_cpu_share\": %.4f",
+                                   (cpu1 - cpu0) / wall));
+    json.push_back(absl::StrFormat("\"heartbeat_acks\": %d", recorder.acks()));
+    json.push_back(absl::StrFormat("\"coordinator_rss_mib\": %.1f",
+                                   StatusMiB(coordinator_pid, "VmRSS")));
+    // ps after the CPU phase, so that its cost is not counted there.
+    std::vector<double> ps_seconds;
+    if (!ps_binary.empty()) {
+      for (int i = 0; i < ps_runs; ++i) {
+        std::vector<std::string> ps = {ps_binary, "ps", "--json", "--address",
+                                       target};
+        if (!launch.auth_token_file.empty()) {
+          ps.insert(ps.end(), {"--auth_token_file", launch.auth_token_file});
+        }
+        if (launch.insecure) ps.push_back("--insecure");
+        const double took = TimeCommand(ps);
+        if (took >= 0) ps_seconds.push_back(took);
+      }
+    }
+    json.push_back(absl::StrFormat("\"coordinator_hwm_mib\": %.1f",
+                                   StatusMiB(coordinator_pid, "VmHWM")));
+    if (!ps_binary.empty()) {
+      const Spread ps = Summarize(ps_seconds);
+      json.push_back(absl::StrFormat(
+          "\"ps_ms\": {\"runs\": %d, \"median\": %.1f, \"min\": %.1f, "
+          "\"max\": %.1f}",
+          static_cast<int>(ps_seconds.size()), ps.median * 1000, ps.min * 1000,
+          ps.max * 1000));
+    }
+  }
+
+  int code = 0;
+  if (failures && agents >= 2) {
+    // 3. A whole-job restart: one worker fails -> every agent holds the
+    // next generation's assignment (includes --restart_backoff).
+    const auto failing = SimClock::now();
+    sims[agents / 2]->FailWorker(0, 1);
+    auto restarted = recorder.WaitAllAssigned(1, SimClock::now() + phase);
+    if (restarted) {
+      json.push_back(absl::StrFormat("\"restart_s\": %.4f",
+                                     Seconds(*restarted - failing)));
+    } else {
+      std::fprintf(stderr, "trl-agent-sim: the job did not restart\n");
+      code = 1;
+    }
+    // 4. A silent agent: its heartbeats stop (the stream stays open) ->
+    // the first stop order at another agent.
+    if (restarted) {
+      const int silent = agents - 1;
+      const auto silenced = SimClock::now();
+      sims[silent]->GoSilent();
+      auto noticed = recorder.WaitStop(1, silent, SimClock::now() + phase);
+      if (noticed) {
+        json.push_back(absl::StrFormat("\"dead_agent_noticed_s\": %.4f",
+                                       Seconds(*noticed - silenced)));
+      } else {
+        std::fprintf(stderr, "trl-agent-sim: the silent agent went unseen\n");
+        code = 1;
+      }
+    }
+  }
+  beating = false;
+  heartbeats.join();
+  return finish(code);
+}

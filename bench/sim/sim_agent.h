@@ -1,0 +1,106 @@
+// One simulated agent: a real gRPC stream to the real coordinator, speaking
+// exactly the agent's protocol (registration, worker started/exited,
+// heartbeats), but spawning no processes: its "workers" start the moment
+// an assignment arrives and exit the moment a stop order does. Many live in
+// one process (trl-agent-sim); they hold no thread of their own: each is a
+// gRPC callback reactor, and one timer thread sends every heartbeat.
+#ifndef TRL_BENCH_SIM_SIM_AGENT_H_
+#define TRL_BENCH_SIM_SIM_AGENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proto/trl_launch.grpc.pb.h"
+
+namespace trl::sim {
+
+using SimClock = std::chrono::steady_clock;
+
+// What the simulated agents saw, and when: thread-safe, with waits.
+class SimRecorder {
+ public:
+  explicit SimRecorder(int agents) : agents_(agents) {}
+
+  void Assigned(int64_t generation);
+  void StopReceived(int agent, int64_t generation);
+  void Refused(const std::string& reason);
+  void Ended();
+  void HeartbeatAcked() { acks_.fetch_add(1, std::memory_order_relaxed); }
+
+  // When the last agent got its assignment of `generation`; nullopt if not
+  // every agent had one by `deadline`.
+  std::optional<SimClock::time_point> WaitAllAssigned(
+      int64_t generation, SimClock::time_point deadline);
+  // When the first stop order of `generation` reached an agent other than
+  // `except`.
+  std::optional<SimClock::time_point> WaitStop(int64_t generation, int except,
+                                               SimClock::time_point deadline);
+  bool WaitAllEnded(SimClock::time_point deadline);
+
+  std::vector<std::string> refusals() const;
+  int64_t acks() const { return acks_.load(); }
+
+ private:
+  const int agents_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int64_t, int> assigned_;  // generation -> agents holding it
+  std::map<int64_t, SimClock::time_point> all_assigned_at_;
+  // generation -> (agent, time) of every stop order received
+  std::map<int64_t, std::vector<std::pair<int, SimClock::time_point>>> stops_;
+  std::vector<std::string> refusals_;
+  int ended_ = 0;
+  std::atomic<int64_t> acks_{0};
+};
+
+class SimAgent
+    : public grpc::ClientBidiReactor<trl::launch::v1::AgentMessage,
+                                     trl::launch::v1::CoordinatorMessage> {
+ public:
+  SimAgent(int index, trl::launch::v1::AgentRegistration registration,
+           const std::string& auth_token, SimRecorder* recorder);
+
+  // Opens the stream and registers.
+  void Start(trl::launch::v1::Coordinator::Stub* stub);
+  void Heartbeat();
+  // Stops heartbeats but keeps the stream open: a machine that froze.
+  void GoSilent() { silent_ = true; }
+  // Reports local rank `local_rank` of the current generation as exited.
+  void FailWorker(int local_rank, int exit_code);
+  // Ends the stream; OnDone follows.
+  void Shutdown();
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  void Send(trl::launch::v1::AgentMessage message);
+  void Handle(const trl::launch::v1::CoordinatorMessage& message);
+
+  const int index_;
+  const trl::launch::v1::AgentRegistration registration_;
+  SimRecorder* const recorder_;
+  grpc::ClientContext context_;
+  trl::launch::v1::CoordinatorMessage incoming_;
+
+  std::mutex mutex_;
+  std::deque<trl::launch::v1::AgentMessage> outgoing_;  // front in flight
+  bool writing_ = false;
+  bool closing_ = false;
+  int64_t generation_ = -1;
+  std::atomic<bool> silent_{false};
+};
+
+}  // namespace trl::sim
+
+#endif  // TRL_BENCH_SIM_SIM_AGENT_H_
