@@ -1,7 +1,5 @@
 #include "coordinator/job_status.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/status_json.h"
 
 namespace trl {
 
@@ -118,13 +117,7 @@ std::string FormatJobTable(const pb::JobStatus& s) {
 }
 
 std::string FormatJobJson(const pb::JobStatus& status) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(status, &json, options);
-  return json;
+  return MessageToJson(status);
 }
 
 }  // namespace trl

@@ -229,6 +229,9 @@ int main(int argc, char** argv) {
   };
 
   // 1. Rendezvous: first registration sent -> every agent assigned.
+  const double cpu_before_rendezvous =
+      coordinator_pid > 0 ? CpuSeconds(coordinator_pid) : 0;
+  const double sim_cpu_before_rendezvous = CpuSeconds(getpid());
   const auto registering = SimClock::now();
   for (size_t i = 0; i < sims.size(); ++i) sims[i]->Start(stubs[i].get());
   auto assigned = recorder.WaitAllAssigned(0, SimClock::now() + phase);
@@ -238,6 +241,15 @@ int main(int argc, char** argv) {
   }
   json.push_back(absl::StrFormat("\"rendezvous_s\": %.4f",
                                  Seconds(*assigned - registering)));
+  // What the rendezvous cost each side: on 2 cores the two compete.
+  if (coordinator_pid > 0) {
+    json.push_back(
+        absl::StrFormat("\"rendezvous_coordinator_cpu_s\": %.3f",
+                        CpuSeconds(coordinator_pid) - cpu_before_rendezvous));
+  }
+  json.push_back(
+      absl::StrFormat("\"rendezvous_simulator_cpu_s\": %.3f",
+                      CpuSeconds(getpid()) - sim_cpu_before_rendezvous));
 
   // Heartbeats: every agent once per interval, spread over the interval as
   // agents that started at different moments would be.
