@@ -34,3 +34,8 @@ echo "all-reduce of $floats floats ($((floats * 4)) bytes), 2 workers, $runs run
 echo "  trl-launch (Gloo via worker library): ${trl} us  ($(field median_us < "$work/trl.txt" | minmax | sed 's/\.000//g') us)"
 echo "  torchrun   (torch.distributed Gloo):  ${torch} us  ($(field median_us < "$work/torch.txt" | minmax | sed 's/\.000//g') us)"
 echo "  ratio torch / trl-launch: $(echo "scale=2; $torch / $trl" | bc)"
+if [ -n "${BENCH_RAW:-}" ]; then
+  printf '{"floats": %d, "trl_launch_us": [%s], "torchrun_us": [%s]}\n' "$floats" \
+    "$(field median_us < "$work/trl.txt" | paste -sd,)" \
+    "$(field median_us < "$work/torch.txt" | paste -sd,)" >"$BENCH_RAW"
+fi

@@ -65,3 +65,9 @@ trl_median=$(median <"$work/trl"); torch_median=$(median <"$work/torch")
 printf 'trl-launch median %.3f s (%s), torchrun median %.3f s (%s)\n' \
   "$trl_median" "$(minmax <"$work/trl")" "$torch_median" "$(minmax <"$work/torch")"
 printf 'ratio torchrun / trl-launch: %.1f (target >= 50)\n' "$(echo "$torch_median / $trl_median" | bc -l)"
+
+# Raw numbers for bench/report.py, when asked for.
+if [ -n "${BENCH_RAW:-}" ]; then
+  printf '{"trl_launch_s": [%s], "torchrun_s": [%s]}\n' \
+    "$(paste -sd, "$work/trl")" "$(paste -sd, "$work/torch")" >"$BENCH_RAW"
+fi

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(cmake g++ make ccache pkg-config clang-format
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libabsl-dev
-  libgloo-dev
+  libgloo-dev python3-matplotlib
   python3-torch iproute2 util-linux bc openssl clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do

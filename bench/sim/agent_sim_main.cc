@@ -215,6 +215,8 @@ int main(int argc, char** argv) {
   json.push_back(absl::StrFormat("\"agents\": %d", agents));
   json.push_back(
       absl::StrFormat("\"ranks\": %d", agents * config->ProcessesPerMachine()));
+  json.push_back(absl::StrFormat("\"heartbeat_interval_s\": %g",
+                                 launch.heartbeat_interval_s));
   auto finish = [&](int code) {
     for (auto& sim : sims) sim->Shutdown();
     recorder.WaitAllEnded(SimClock::now() + std::chrono::seconds(30));
@@ -284,6 +286,9 @@ int main(int argc, char** argv) {
     json.push_back(absl::StrFormat("\"heartbeat_acks\": %d", recorder.acks()));
     json.push_back(absl::StrFormat("\"coordinator_rss_mib\": %.1f",
                                    StatusMiB(coordinator_pid, "VmRSS")));
+    // Private memory (the rest is shared libraries' pages).
+    json.push_back(absl::StrFormat("\"coordinator_anon_mib\": %.1f",
+                                   StatusMiB(coordinator_pid, "RssAnon")));
     // ps after the CPU phase, so that its cost is not counted there.
     std::vector<double> ps_seconds;
     if (!ps_binary.empty()) {

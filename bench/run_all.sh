@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The whole benchmark suite in one command: launch and restart against
+# torchrun on two test hosts (needs root; skipped with a note otherwise),
+# the demo's all-reduce against torch.distributed, and the coordinator at
+# 256, 1024 and 4096 simulated agents. Writes the report (REPORT.md,
+# results.json, scale.png) to bench/results/DATE-HOST/, or to OUT_DIR.
+#
+# Usage: bench/run_all.sh [--quick] [OUT_DIR]
+#   --quick: 64 simulated agents, one repetition, nothing else (what CI
+#            runs to keep the suite from rotting; its numbers mean little)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+quick=0
+if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
+out=${1:-$root/bench/results/$(date +%Y-%m-%d)-$(hostname -s)}
+build=${BUILD_DIR:-$root/build}
+[ -x "$build/bench/sim/trl-agent-sim" ] || { echo "build first: scripts/setup.sh"; exit 1; }
+raw=$(mktemp -d)
+trap 'rm -rf "$raw"' EXIT
+
+if [ $quick = 1 ]; then
+  HEARTBEAT_PHASE=2 PS_RUNS=2 bash "$here/scale.sh" "$build" "$raw/scale.jsonl" 1 64
+else
+  if [ "$(id -u)" = 0 ]; then
+    BENCH_RAW="$raw/launch.json" bash "$here/launch_noop.sh" "$build" 5
+    BENCH_RAW="$raw/restart.json" bash "$here/restart_latency.sh" "$build" 5
+  else
+    echo "launch and restart benchmarks skipped: test hosts need root"
+  fi
+  BENCH_RAW="$raw/allreduce.json" bash "$here/allreduce_gloo.sh" "$build" 5
+  bash "$here/scale.sh" "$build" "$raw/scale.jsonl" 3 256 1024 4096
+fi
+/usr/bin/python3 "$here/report.py" "$raw" "$out"

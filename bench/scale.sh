@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The coordinator at scale, without hardware: for each number of agents,
+# a real trl-coord (no local agent) and trl-agent-sim with that many
+# simulated agents x 8 ranks, each its own gRPC stream. Writes one JSON
+# object per run (see bench/sim/agent_sim_main.cc for the fields), then a
+# real trl-agent's resident memory while it runs a small job.
+#
+# Usage: bench/scale.sh BUILD_DIR OUT.jsonl [REPS] [AGENTS...]
+#   e.g. bench/scale.sh build /tmp/scale.jsonl 3 256 1024 4096
+# HEARTBEAT_PHASE (s, default 10) and PS_RUNS (default 5) tune a run.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: $0 BUILD_DIR OUT.jsonl [REPS] [AGENTS...]}" && pwd)
+out=${2:?usage: $0 BUILD_DIR OUT.jsonl [REPS] [AGENTS...]}
+reps=${3:-3}
+shift 3 2>/dev/null || shift $#
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(256 1024 4096)
+port=${SCALE_PORT:-29600}
+: >"$out"
+coord=""
+cleanup() { [ -n "$coord" ] && kill "$coord" 2>/dev/null; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+for agents in "${sizes[@]}"; do
+  for rep in $(seq 1 "$reps"); do
+    flags=(--num_machines "$agents" --num_processes $((agents * 8))
+           --main_process_ip 127.0.0.1 --main_process_port "$port" --use_cpu
+           --insecure --heartbeat_interval 1)
+    "$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
+      --max_restarts 3 /bin/true >/dev/null 2>&1 &
+    coord=$!
+    for _ in $(seq 1 100); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05
+    done
+    line=$("$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
+      --ps_binary "$build/coordinator/trl-coord" \
+      --heartbeat_phase "${HEARTBEAT_PHASE:-10}" --ps_runs "${PS_RUNS:-5}" --timeout 120) \
+      || echo "run of $agents agents failed" >&2
+    kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
+    [ -n "$line" ] && echo "$line" | tee -a "$out"
+  done
+done
+
+# Detection configured down: heartbeats every 0.1 s, 3 misses (0.3 s).
+flags=(--num_machines 256 --num_processes 2048 --main_process_ip 127.0.0.1
+       --main_process_port "$port" --use_cpu --insecure --heartbeat_interval 0.1)
+"$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
+  --max_restarts 3 /bin/true >/dev/null 2>&1 &
+coord=$!
+sleep 0.5
+"$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
+  --heartbeat_phase 1 --timeout 60 | tee -a "$out" || echo "fast-detection run failed" >&2
+kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
+
+# A real agent's memory: trl-coord (machine 0) and one trl-agent (machine
+# 1), two workers each that sleep; the agent's VmRSS is read while they run.
+flags=(--num_machines 2 --num_processes 4 --main_process_ip 127.0.0.1
+       --main_process_port "$port" --use_cpu --insecure)
+"$build/coordinator/trl-coord" start "${flags[@]}" "$build/worker/trl-env-worker" \
+  --sleep 3 >/dev/null 2>&1 &
+coord=$!
+"$build/agent/trl-agent" --machine_rank 1 "${flags[@]}" >/dev/null 2>&1 &
+agent=$!
+sleep 2
+mib() { awk -v key="$1:" '$1 == key {printf "%.1f", $2 / 1024}' "/proc/$agent/status" 2>/dev/null || echo -1; }
+rss=$(mib VmRSS); anon=$(mib RssAnon); file=$(mib RssFile)
+wait "$agent" 2>/dev/null || true
+wait "$coord" 2>/dev/null || true; coord=""
+echo "{\"real_agent_rss_mib\": $rss, \"real_agent_anon_mib\": $anon, \"real_agent_file_mib\": $file}" | tee -a "$out"
