@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/worker_environment.h"
@@ -89,9 +91,14 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
       break;
     }
     case pb::AgentMessage::kHeartbeat: {
-      pb::CoordinatorMessage ack;
-      ack.mutable_heartbeat_ack();
-      link->Send(ack);
+      AckSchedule& schedule = acks_[link];
+      if (schedule.last_sent == TimePoint{} ||
+          now - schedule.last_sent >= schedule.every) {
+        pb::CoordinatorMessage ack;
+        ack.mutable_heartbeat_ack();
+        link->Send(ack);
+        schedule.last_sent = now;
+      }
       break;
     }
     default:
@@ -128,6 +135,10 @@ void Coordinator::HandleRegistration(AgentLink* link,
     return;
   }
   machine_rank_of_[link] = info.machine_rank;
+  // Acknowledge heartbeats every lease / 3: the agent's lease is kept with
+  // two acks to spare, at half the messages of one ack per heartbeat.
+  acks_[link] = AckSchedule{
+      std::chrono::milliseconds(std::max(0, request.lease_ms()) / 3), {}};
   link->Send(reply);
   Log()->info(
       "machine {} registered: host {}, address {} ({}), {} workers; "
@@ -216,6 +227,7 @@ void Coordinator::Execute(const Decision& decision) {
       stop.mutable_stop()->set_reason("this machine was declared lost");
       it->first->Send(stop);
       it->first->Close();
+      acks_.erase(it->first);
       it = machine_rank_of_.erase(it);
     }
   }
@@ -273,6 +285,7 @@ void Coordinator::OnDisconnected(AgentLink* link) {
   if (found != machine_rank_of_.end()) {
     const int m = found->second;
     machine_rank_of_.erase(found);
+    acks_.erase(link);
     if (!IsFinished(machine_.phase())) {
       Log()->warn("the agent of machine {} disconnected", m);
     }

@@ -105,6 +105,12 @@ class Coordinator {
   JobStateMachine machine_;
   std::set<AgentLink*> links_;
   std::map<AgentLink*, int> machine_rank_of_;
+  // When each agent's heartbeats are acknowledged.
+  struct AckSchedule {
+    std::chrono::milliseconds every{0};  // 0: every heartbeat
+    TimePoint last_sent;
+  };
+  std::map<AgentLink*, AckSchedule> acks_;
   int stop_signal_ = SIGTERM;  // what stop orders send first
 };
 

@@ -198,6 +198,8 @@ int main(int argc, char** argv) {
     registration.set_interface_name("lo");
     registration.set_local_world_size(config->ProcessesPerMachine());
     registration.set_agent_pid(getpid());
+    registration.set_lease_ms(
+        static_cast<int32_t>(launch.LeaseSeconds() * 1000));
     for (const auto& [key, value] : fingerprint) {
       (*registration.mutable_config_fingerprint())[key] = value;
     }

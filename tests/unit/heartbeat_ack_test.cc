@@ -1,0 +1,89 @@
+// The coordinator acknowledges an agent's heartbeats every lease / 3 (the
+// lease the agent declared when it registered), not every one.
+#include <gtest/gtest.h>
+
+#include "coordinator/coordinator.h"
+
+namespace trl {
+namespace {
+
+namespace pb = trl::launch::v1;
+using std::chrono::milliseconds;
+
+class CountingLink : public AgentLink {
+ public:
+  void Send(const pb::CoordinatorMessage& message) override {
+    if (message.has_heartbeat_ack()) ++acks;
+  }
+  void Close() override {}
+  std::string Peer() const override { return "test"; }
+  int acks = 0;
+};
+
+class HeartbeatAckTest : public ::testing::Test {
+ protected:
+  HeartbeatAckTest() {
+    options_.config.num_machines = 2;
+    options_.config.num_processes = 2;
+    options_.config.use_cpu = true;
+    options_.job_id = "job";
+    options_.worker_argv = {"/bin/true"};
+    core_ = std::make_unique<Coordinator>(
+        options_,
+        [](const std::string&) {
+          return absl::StatusOr<RendezvousData>(RendezvousData{1234, ""});
+        },
+        [this] { return now_; });
+  }
+
+  void Register(CountingLink* link, int machine_rank, int lease_ms) {
+    pb::AgentMessage message;
+    auto* r = message.mutable_registration();
+    r->set_machine_rank(machine_rank);
+    r->set_hostname("node" + std::to_string(machine_rank));
+    r->set_advertise_addr("127.0.0.1");
+    r->set_local_world_size(1);
+    r->set_lease_ms(lease_ms);
+    for (const auto& [key, value] : AgreementFingerprint(options_.config)) {
+      (*r->mutable_config_fingerprint())[key] = value;
+    }
+    core_->OnMessage(link, message);
+  }
+
+  // Heartbeats from `link` every 500 ms for `count` beats.
+  void Beat(CountingLink* link, int count) {
+    pb::AgentMessage beat;
+    beat.mutable_heartbeat();
+    for (int i = 0; i < count; ++i) {
+      core_->OnMessage(link, beat);
+      now_ += milliseconds(500);
+    }
+  }
+
+  CoordinatorOptions options_;
+  TimePoint now_{};
+  std::unique_ptr<Coordinator> core_;
+};
+
+TEST_F(HeartbeatAckTest, AcksEveryThirdOfTheLeaseNotEveryHeartbeat) {
+  CountingLink link;
+  Register(&link, 1, 3000);  // acks at most every 1 s
+  Beat(&link, 9);            // 0, 0.5, ... 4.0 s
+  EXPECT_EQ(link.acks, 5);   // at 0, 1, 2, 3, 4 s
+}
+
+TEST_F(HeartbeatAckTest, NoLeaseDeclaredMeansEveryHeartbeatIsAcked) {
+  CountingLink link;
+  Register(&link, 1, 0);  // an agent that says nothing of its lease
+  Beat(&link, 6);
+  EXPECT_EQ(link.acks, 6);
+}
+
+TEST_F(HeartbeatAckTest, AnUnregisteredStreamGetsNothing) {
+  CountingLink stranger;
+  Beat(&stranger, 3);
+  EXPECT_EQ(stranger.acks, 0);
+}
+
+}  // namespace
+}  // namespace trl
