@@ -132,6 +132,7 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   NodeRecord node;
   node.info = agent;
   node.last_heartbeat = now;
+  node.by_heartbeat = by_heartbeat_.insert(by_heartbeat_.end(), m);
   nodes_[m] = std::move(node);
   ++connected_nodes_;  // new, or back from lost
   return absl::OkStatus();
@@ -147,6 +148,8 @@ void JobStateMachine::Heartbeat(int machine_rank, TimePoint now) {
   auto it = nodes_.find(machine_rank);
   if (it != nodes_.end() && it->second.connected) {
     it->second.last_heartbeat = now;
+    by_heartbeat_.splice(by_heartbeat_.end(), by_heartbeat_,
+                         it->second.by_heartbeat);
   }
 }
 
@@ -165,10 +168,9 @@ Decision JobStateMachine::Tick(TimePoint now) {
   const auto timeout = settings_.agent_heartbeat_timeout;
   if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents) {
     std::vector<int> silent;
-    for (const auto& [m, node] : nodes_) {
-      if (node.connected && now - node.last_heartbeat > timeout) {
-        silent.push_back(m);
-      }
+    for (int m : by_heartbeat_) {
+      if (now - nodes_.at(m).last_heartbeat <= timeout) break;
+      silent.push_back(m);
     }
     for (int m : silent) {
       const double seconds =
@@ -222,8 +224,18 @@ Decision JobStateMachine::Tick(TimePoint now) {
 }
 
 std::optional<TimePoint> JobStateMachine::NextDeadline() const {
-  if (phase_ == JobPhase::kRestarting) return restart_not_before_;
-  return std::nullopt;
+  std::optional<TimePoint> next;
+  if (phase_ == JobPhase::kRestarting) next = restart_not_before_;
+  const auto timeout = settings_.agent_heartbeat_timeout;
+  if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents &&
+      !IsFinished(phase_) && !by_heartbeat_.empty()) {
+    // Due just past the timeout: silence of exactly the timeout is allowed.
+    const TimePoint silent_at =
+        nodes_.at(by_heartbeat_.front()).last_heartbeat + timeout +
+        std::chrono::microseconds(1);
+    if (!next || silent_at < *next) next = silent_at;
+  }
+  return next;
 }
 
 GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
@@ -327,6 +339,7 @@ Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
   auto it = nodes_.find(machine_rank);
   if (it == nodes_.end() || !it->second.connected) return decision;
   --connected_nodes_;
+  by_heartbeat_.erase(it->second.by_heartbeat);
   if (phase_ == JobPhase::kWaitingForAgents) {
     nodes_.erase(it);  // It may register again.
     return decision;

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <optional>
 #include <string>
@@ -87,6 +88,8 @@ struct NodeRecord {
   std::string lost_reason;  // why it was declared lost, while it is
   TimePoint last_heartbeat;
   int rank_offset = 0;
+  // Its place in the machines ordered by last heartbeat, while connected.
+  std::list<int>::iterator by_heartbeat;
 };
 
 struct FailureRecord {
@@ -152,6 +155,11 @@ struct JobSettings {
 class JobStateMachine {
  public:
   JobStateMachine(JobSettings settings, TimePoint now);
+  // Nodes hold iterators into by_heartbeat_: movable, not copyable.
+  JobStateMachine(const JobStateMachine&) = delete;
+  JobStateMachine& operator=(const JobStateMachine&) = delete;
+  JobStateMachine(JobStateMachine&&) = default;
+  JobStateMachine& operator=(JobStateMachine&&) = default;
 
   // For a restarted coordinator picking its job up again: the next
   // generation will be `generation` + 1, with `restarts_used` carried over.
@@ -216,6 +224,9 @@ class JobStateMachine {
   // restart take minutes).
   int connected_nodes_ = 0;
   int live_ranks_ = 0;  // ranks pending or running
+  // Connected machines, least recently heard first: the silent ones are
+  // found at the front, and the next heartbeat deadline is the front's.
+  std::list<int> by_heartbeat_;
   std::vector<FailureRecord> failures_;
   // Set when stopping starts: what the job ends as once workers are gone,
   // or nothing when it restarts.

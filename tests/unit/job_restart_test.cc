@@ -165,6 +165,28 @@ TEST_F(JobRestartTest, NoRestartExitCodeEndsTheJobAtOnce) {
   EXPECT_EQ(job.restarts_used(), 0);
 }
 
+// The next deadline is the least recently heard agent's, so a silent agent
+// is noticed the moment its timeout passes, not at the next tick.
+TEST_F(JobRestartTest, NextDeadlineIsTheQuietestAgentsTimeout) {
+  JobStateMachine job = Registered(2);
+  Start(job);
+  const TimePoint started = now_;
+  now_ += milliseconds(700);
+  job.Heartbeat(0, now_);  // machine 1 is now the quietest
+  auto deadline = job.NextDeadline();
+  ASSERT_TRUE(deadline.has_value());
+  EXPECT_GT(*deadline, started + seconds(3));
+  EXPECT_LT(*deadline, started + seconds(3) + milliseconds(1));
+  // Just before it, nobody is lost; at it, machine 1 only.
+  EXPECT_TRUE(job.Tick(started + seconds(3)).drop_agents.empty());
+  Decision decision = job.Tick(*deadline);
+  EXPECT_EQ(decision.drop_agents, std::vector<int>{1});
+  // Then machine 0's own deadline, 700 ms later.
+  deadline = job.NextDeadline();
+  ASSERT_TRUE(deadline.has_value());
+  EXPECT_GE(*deadline, started + milliseconds(3700));
+}
+
 TEST_F(JobRestartTest, SilentAgentIsLostAndTheJobWaitsForItToRejoin) {
   JobStateMachine job = Registered(2);
   const GenerationStart start = Start(job);
