@@ -19,7 +19,8 @@
 
 namespace grpc {
 class Channel;
-}
+class ChannelCredentials;
+}  // namespace grpc
 
 namespace trl {
 
@@ -78,8 +79,12 @@ class Agent {
   void RequestStop(int signal);
 
  private:
-  bool WaitForCoordinator(grpc::Channel& channel,
-                          std::chrono::milliseconds timeout);
+  // Waits until the coordinator's port answers, then connects `channel`
+  // afresh with `credentials`; false on timeout or a stop.
+  bool WaitForCoordinator(
+      std::shared_ptr<grpc::Channel>& channel,
+      const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+      std::chrono::milliseconds timeout);
   int StopExitCode();  // 128+signal once a stop was requested, else 0
 
   const AgentOptions options_;

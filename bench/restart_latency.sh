@@ -93,5 +93,6 @@ printf 'ratio torchrun / trl-launch: %.1f (target >= 30)\n' "$(echo "$torch_medi
 # Raw numbers for bench/report.py, when asked for.
 if [ -n "${BENCH_RAW:-}" ]; then
   printf '{"trl_launch_s": [%s], "torchrun_s": [%s]}\n' \
-    "$(paste -sd, "$work/trl")" "$(paste -sd, "$work/torch")" >"$BENCH_RAW"
+    "$(awk '{printf "%s%.4f", (NR > 1 ? "," : ""), $1}' "$work/trl")" \
+    "$(awk '{printf "%s%.4f", (NR > 1 ? "," : ""), $1}' "$work/torch")" >"$BENCH_RAW"
 fi

@@ -16,8 +16,9 @@ if [ "${1:-}" = "--quick" ]; then quick=1; shift; fi
 out=${1:-$root/bench/results/$(date +%Y-%m-%d)-$(hostname -s)}
 build=${BUILD_DIR:-$root/build}
 [ -x "$build/bench/sim/trl-agent-sim" ] || { echo "build first: scripts/setup.sh"; exit 1; }
-raw=$(mktemp -d)
-trap 'rm -rf "$raw"' EXIT
+# The raw numbers stay beside the report (results.json has them too).
+raw=$out/raw
+mkdir -p "$raw"
 
 if [ $quick = 1 ]; then
   HEARTBEAT_PHASE=2 PS_RUNS=2 bash "$here/scale.sh" "$build" "$raw/scale.jsonl" 1 64

@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -154,6 +155,36 @@ std::string JoinHostPort(const std::string& host, int port) {
     return absl::StrCat("[", host, "]:", port);
   }
   return absl::StrCat(host, ":", port);
+}
+
+bool TcpPortAnswers(const std::string& host, int port, int timeout_ms) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) !=
+      0) {
+    return false;
+  }
+  bool answered = false;
+  const int fd =
+      socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    if (connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+      answered = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd waiting = {fd, POLLOUT, 0};
+      int error = 0;
+      socklen_t length = sizeof(error);
+      answered = poll(&waiting, 1, timeout_ms) == 1 &&
+                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 &&
+                 error == 0;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return answered;
 }
 
 }  // namespace trl

@@ -25,6 +25,10 @@ absl::StatusOr<int> PickFreePort(const std::string& address);
 
 std::string LocalHostName();
 
+// True if a TCP connection to host:port (numeric) is accepted within
+// `timeout_ms`; the connection is closed at once.
+bool TcpPortAnswers(const std::string& host, int port, int timeout_ms);
+
 // True for 127.0.0.0/8 and ::1.
 bool IsLoopbackAddress(const std::string& address);
 
