@@ -33,12 +33,14 @@ int main(int argc, char** argv) {
   }
   auto log = trl::ComponentLogger("agent");
   const trl::LocalMachine machine = trl::ReadLocalMachine();
-  auto config = trl::ResolveLaunchConfig(options, machine);
+  std::vector<std::string> notes;
+  auto config = trl::ResolveLaunchConfig(options, machine, &notes);
   if (!config.ok()) {
     std::fprintf(stderr, "trl-agent: error: %s\n",
                  std::string(config.status().message()).c_str());
     return 2;
   }
+  for (const auto& note : notes) log->info("{}", note);
   auto coordinator = trl::ResolveHost(config->main_process_ip);
   if (!coordinator.ok()) {
     std::fprintf(stderr, "trl-agent: error: main_process_ip: %s\n",

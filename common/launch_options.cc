@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/slurm_job.h"
 
 namespace trl {
 namespace {
@@ -112,6 +113,10 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
   app.add_option(FlagNames("auth_token_file"), o.auth_token_file,
                  "File holding the shared auth token (default: "
                  "TRL_AUTH_TOKEN, else ~/.trl/token)");
+  app.add_flag(FlagNames("slurm"), o.slurm,
+               "Take machine_rank, num_machines, main_process_ip and the "
+               "processes per node from Slurm (srun's SLURM_* variables); "
+               "they win over the config file");
   app.add_flag(FlagNames("insecure"), o.insecure,
                "No authentication (only on a loopback address)");
   app.add_option(FlagNames("tls_cert"), o.tls_cert,
@@ -149,7 +154,8 @@ std::string AccelerateDefaultConfigPath(const LocalMachine& machine) {
 }
 
 absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
-    const LaunchOptions& o, const LocalMachine& machine) {
+    const LaunchOptions& o, const LocalMachine& machine,
+    std::vector<std::string>* notes) {
   AccelerateConfig config;
   if (!o.config_file.empty()) {
     auto loaded = LoadAccelerateConfigFile(o.config_file);
@@ -177,6 +183,11 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
   }
   if (Given(o.gpu_ids_flag)) config.gpu_ids = o.gpu_ids;
   if (Given(o.use_cpu_flag)) config.use_cpu = o.use_cpu;
+  if (o.slurm) {
+    auto job = ReadSlurmJob(machine.environment);
+    if (!job.ok()) return job.status();
+    ApplySlurmJob(*job, &config, notes);
+  }
 
   // Like `accelerate launch`: an unset process count means one process per
   // local GPU (or one CPU process) on each machine.

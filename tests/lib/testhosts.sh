@@ -52,9 +52,15 @@ testhosts_create() {
     mkdir -p "/etc/netns/${prefix}${i}"
     {
       echo "127.0.0.1 localhost"
-      # The classic Debian trap: the own hostname on a loopback address.
-      # A launcher that trusts the hostname advertises 127.0.1.1.
-      echo "127.0.1.1 ${TESTHOST_NAME[$i]}"
+      # The classic Debian trap: the own hostname on a loopback address (a
+      # launcher that trusts the hostname advertises 127.0.1.1). A
+      # cluster's DNS maps it to the network address instead
+      # (TESTHOSTS_OWN_NAME=network).
+      if [ "${TESTHOSTS_OWN_NAME:-loopback}" = network ]; then
+        echo "${TESTHOST_ADDR[$i]} ${TESTHOST_NAME[$i]}"
+      else
+        echo "127.0.1.1 ${TESTHOST_NAME[$i]}"
+      fi
       for j in $(seq 1 "$count"); do
         [ "$j" = "$i" ] || echo "${TESTHOST_ADDR[$j]} ${TESTHOST_NAME[$j]}"
       done
