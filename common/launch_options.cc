@@ -95,6 +95,11 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "Missed heartbeats after which an agent counts as lost");
   app.add_option(FlagNames("rejoin_timeout"), o.rejoin_timeout_s,
                  "Seconds a restart waits for a lost machine to come back");
+  app.add_option(FlagNames("connection_idle_timeout"),
+                 o.connection_idle_timeout_s,
+                 "Seconds the coordinator keeps a connection that makes no "
+                 "call")
+      ->check(CLI::PositiveNumber);
   app.add_option(FlagNames("restart_backoff"), o.restart_backoff_s,
                  "Seconds before the first restart; doubles with each");
   app.add_option(FlagNames("restart_backoff_max"), o.restart_backoff_max_s,

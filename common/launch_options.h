@@ -43,6 +43,9 @@ struct LaunchOptions {
   double heartbeat_interval_s = 1;
   int heartbeat_misses = 3;
   double rejoin_timeout_s = 300;
+  // The coordinator closes a connection that has carried no call this long
+  // (agents always have one open; a flood of idle ones does not last).
+  double connection_idle_timeout_s = 60;
   double restart_backoff_s = 0.1;
   double restart_backoff_max_s = 30;
   std::string no_restart_exit_codes;      // "2,64"

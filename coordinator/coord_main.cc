@@ -186,7 +186,8 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       [] { return steady_clock::now(); });
   auto server = trl::CoordinatorServer::Start(
       *host, config->main_process_port, &core, *auth_token, *server_credentials,
-      store.service());
+      store.service(),
+      static_cast<int>(Millis(o.connection_idle_timeout_s).count()));
   if (!server.ok()) return Fail(std::string(server.status().message()));
   log->info(
       "job {}: coordinator on {}, waiting for {} machine(s), {} "

@@ -212,8 +212,8 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& host, int port, Coordinator* core,
     const std::string& auth_token,
-    std::shared_ptr<grpc::ServerCredentials> credentials,
-    grpc::Service* store) {
+    std::shared_ptr<grpc::ServerCredentials> credentials, grpc::Service* store,
+    int idle_connection_ms) {
   if (absl::Status status = CheckCanListen(host, port); !status.ok()) {
     return status;
   }
@@ -228,6 +228,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, 16 * 1024);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 16);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 5000);
+  // gRPC 1.51 has no cap on the number of connections; what bounds a flood
+  // is the handshake timeout for those that never speak HTTP/2 and this
+  // for those that do but make no call.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             idle_connection_ms);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);

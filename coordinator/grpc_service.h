@@ -29,7 +29,7 @@ class CoordinatorServer {
       const std::string& host, int port, Coordinator* core,
       const std::string& auth_token,
       std::shared_ptr<grpc::ServerCredentials> credentials,
-      grpc::Service* store = nullptr);
+      grpc::Service* store = nullptr, int idle_connection_ms = 60000);
   ~CoordinatorServer();
 
   int port() const { return port_; }

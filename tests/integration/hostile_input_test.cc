@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -106,6 +107,66 @@ TEST_F(LauncherTest, HostileBytesDoNotStopTheCoordinator) {
   EXPECT_LT(ResidentKiB(coord->pid()), rss_before + 16 * 1024);
 
   // A real agent still joins and the job succeeds.
+  auto agent = StartAgent(2, 2, 1);
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+  RememberWorkerPids(coord->Stdout() + agent->Stdout());
+}
+
+// True once the peer has closed `fd` (recv sees the end), within `timeout`.
+bool ClosedByPeer(int fd, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd waiting = {fd, POLLIN, 0};
+    if (poll(&waiting, 1, 50) == 1) {
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n <= 0) return true;  // EOF or reset: closed by the coordinator
+    }
+  }
+  return false;
+}
+
+// gRPC 1.51 cannot cap the number of connections; the coordinator bounds
+// how long each costs it instead: one that never completes the HTTP/2
+// handshake is dropped after 5 s, one that does but makes no call after
+// --connection_idle_timeout. Neither needs the client to go away.
+TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
+  auto coord =
+      StartCoordinator(2, 2, Worker(), {"--connection_idle_timeout", "1"});
+  ASSERT_TRUE(coord->WaitForOutput("machine 0 registered", seconds(10)))
+      << coord->Output();
+  const int files_before = CountOpenFiles(coord->pid());
+  // The HTTP/2 client preface and an empty SETTINGS frame: a transport is
+  // established, but no call ever comes.
+  const std::string preface = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
+                              std::string("\0\0\0\x04\0\0\0\0\0", 9);
+  std::vector<int> idle, silent;
+  for (int i = 0; i < 20; ++i) idle.push_back(ConnectAndSend(port_, preface));
+  for (int i = 0; i < 20; ++i) silent.push_back(ConnectAndSend(port_, ""));
+  for (int fd : idle) ASSERT_GE(fd, 0);
+  for (int fd : silent) ASSERT_GE(fd, 0);
+  // Accepted: each holds a descriptor of the coordinator's.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return CountOpenFiles(coord->pid()) >= files_before + 30; },
+      seconds(5)))
+      << CountOpenFiles(coord->pid()) << " open, " << files_before
+      << " before";
+  for (int fd : idle) {
+    EXPECT_TRUE(ClosedByPeer(fd, seconds(10))) << "an idle connection stayed";
+  }
+  for (int fd : silent) {
+    EXPECT_TRUE(ClosedByPeer(fd, seconds(10))) << "a silent connection stayed";
+  }
+  // The coordinator's descriptors are back while the clients still hold
+  // their ends.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return CountOpenFiles(coord->pid()) <= files_before + 4; },
+      seconds(5)))
+      << CountOpenFiles(coord->pid()) << " open, " << files_before << " before";
+  for (int fd : idle) close(fd);
+  for (int fd : silent) close(fd);
+  // A real agent keeps its stream past the idle timeout and the job runs.
   auto agent = StartAgent(2, 2, 1);
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
   ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
