@@ -60,11 +60,8 @@ bool Agent::WaitForCoordinator(
       JoinHostPort(options_.coordinator_host, options_.coordinator_port);
   const auto started = steady_clock::now();
   bool told = false;
-  // Until the port answers, probe it ourselves every 10 ms: gRPC's own
-  // reconnect backoff (20 ms, x1.6, jittered) left an agent that started
-  // with its coordinator waiting a further ~100 ms in half of the runs.
-  while (!TcpPortAnswers(options_.coordinator_host, options_.coordinator_port,
-                         200)) {
+  // False once the wait should end: a stop was asked for, or the timeout.
+  auto keep_waiting = [&] {
     if (StopExitCode() != 0) return false;
     if (steady_clock::now() - started > timeout) {
       Log()->error("the coordinator at {} did not answer within {} s", target,
@@ -75,6 +72,14 @@ bool Agent::WaitForCoordinator(
       Log()->info("waiting for the coordinator at {}", target);
       told = true;
     }
+    return true;
+  };
+  // Until the port answers, probe it ourselves every 10 ms: gRPC's own
+  // reconnect backoff (20 ms, x1.6, jittered) left an agent that started
+  // with its coordinator waiting a further ~100 ms in half of the runs.
+  while (!TcpPortAnswers(options_.coordinator_host, options_.coordinator_port,
+                         200)) {
+    if (!keep_waiting()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   // The port answers: a fresh channel connects now, with no backoff left
@@ -82,16 +87,7 @@ bool Agent::WaitForCoordinator(
   channel = CoordinatorChannel(target, credentials);
   while (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                     std::chrono::milliseconds(200))) {
-    if (StopExitCode() != 0) return false;
-    if (steady_clock::now() - started > timeout) {
-      Log()->error("the coordinator at {} did not answer within {} s", target,
-                   timeout.count() / 1000.0);
-      return false;
-    }
-    if (!told && steady_clock::now() - started > std::chrono::seconds(1)) {
-      Log()->info("waiting for the coordinator at {}", target);
-      told = true;
-    }
+    if (!keep_waiting()) return false;
   }
   return true;
 }

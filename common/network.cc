@@ -157,7 +157,8 @@ std::string JoinHostPort(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-bool TcpPortAnswers(const std::string& host, int port, int timeout_ms) {
+std::optional<SocketAddress> NumericSocketAddress(const std::string& host,
+                                                  int port) {
   addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -165,13 +166,24 @@ bool TcpPortAnswers(const std::string& host, int port, int timeout_ms) {
   addrinfo* found = nullptr;
   if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) !=
       0) {
-    return false;
+    return std::nullopt;
   }
+  SocketAddress address;
+  std::memcpy(&address.storage, found->ai_addr, found->ai_addrlen);
+  address.length = found->ai_addrlen;
+  address.family = found->ai_family;
+  freeaddrinfo(found);
+  return address;
+}
+
+bool TcpPortAnswers(const std::string& host, int port, int timeout_ms) {
+  const auto address = NumericSocketAddress(host, port);
+  if (!address) return false;
   bool answered = false;
   const int fd =
-      socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      socket(address->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
-    if (connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    if (connect(fd, address->get(), address->length) == 0) {
       answered = true;
     } else if (errno == EINPROGRESS) {
       pollfd waiting = {fd, POLLOUT, 0};
@@ -183,7 +195,6 @@ bool TcpPortAnswers(const std::string& host, int port, int timeout_ms) {
     }
     close(fd);
   }
-  freeaddrinfo(found);
   return answered;
 }
 

@@ -3,6 +3,9 @@
 #ifndef TRL_COMMON_NETWORK_H_
 #define TRL_COMMON_NETWORK_H_
 
+#include <sys/socket.h>
+
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,6 +27,19 @@ absl::StatusOr<std::string> ResolveHost(const std::string& host);
 absl::StatusOr<int> PickFreePort(const std::string& address);
 
 std::string LocalHostName();
+
+// A numeric host and a port as a socket address; nullopt when `host` is
+// not a numeric address.
+struct SocketAddress {
+  sockaddr_storage storage = {};
+  socklen_t length = 0;
+  int family = 0;
+  const sockaddr* get() const {
+    return reinterpret_cast<const sockaddr*>(&storage);
+  }
+};
+std::optional<SocketAddress> NumericSocketAddress(const std::string& host,
+                                                  int port);
 
 // True if a TCP connection to host:port (numeric) is accepted within
 // `timeout_ms`; the connection is closed at once.

@@ -110,25 +110,19 @@ class AgentStream
 
 // gRPC's own failure to bind says little; try the bind first to report why.
 absl::Status CheckCanListen(const std::string& host, int port) {
-  addrinfo hints = {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) !=
-      0) {
+  const auto address = NumericSocketAddress(host, port);
+  if (!address) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", host, "' is not a numeric address"));
   }
-  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = socket(address->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   // As gRPC's own listener: connections of an earlier coordinator in
   // TIME_WAIT must not keep a restarted one off its port.
   int one = 1;
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  int rc = fd < 0 ? -1 : bind(fd, found->ai_addr, found->ai_addrlen);
+  int rc = fd < 0 ? -1 : bind(fd, address->get(), address->length);
   const int error = errno;
   if (fd >= 0) close(fd);
-  freeaddrinfo(found);
   if (rc == 0) return absl::OkStatus();
   if (error == EADDRINUSE) {
     return absl::AlreadyExistsError(absl::StrCat(
