@@ -150,8 +150,7 @@ TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
   EXPECT_TRUE(WaitUntil(
       [&] { return CountOpenFiles(coord->pid()) >= files_before + 30; },
       seconds(5)))
-      << CountOpenFiles(coord->pid()) << " open, " << files_before
-      << " before";
+      << CountOpenFiles(coord->pid()) << " open, " << files_before << " before";
   for (int fd : idle) {
     EXPECT_TRUE(ClosedByPeer(fd, seconds(10))) << "an idle connection stayed";
   }
