@@ -61,14 +61,4 @@ for i in $(seq 1 "$runs"); do
   u=$(run_torchrun $((32000 + i))) || exit 1; echo "$u" >>"$work/torch"
   printf 'run %d: trl-launch %.3f s, torchrun %.3f s\n' "$i" "$t" "$u"
 done
-trl_median=$(median <"$work/trl"); torch_median=$(median <"$work/torch")
-printf 'trl-launch median %.3f s (%s), torchrun median %.3f s (%s)\n' \
-  "$trl_median" "$(minmax <"$work/trl")" "$torch_median" "$(minmax <"$work/torch")"
-printf 'ratio torchrun / trl-launch: %.1f (target >= 50)\n' "$(echo "$torch_median / $trl_median" | bc -l)"
-
-# Raw numbers for bench/report.py, when asked for.
-if [ -n "${BENCH_RAW:-}" ]; then
-  printf '{"trl_launch_s": [%s], "torchrun_s": [%s]}\n' \
-    "$(awk '{printf "%s%.4f", (NR > 1 ? "," : ""), $1}' "$work/trl")" \
-    "$(awk '{printf "%s%.4f", (NR > 1 ? "," : ""), $1}' "$work/torch")" >"$BENCH_RAW"
-fi
+summarize_against_torchrun "$work/trl" "$work/torch" 50

@@ -2,3 +2,21 @@
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 minmax() { sort -g | awk 'NR==1{min=$1} {max=$1} END {printf "min %.3f, max %.3f", min, max}'; }
+
+# summarize_against_torchrun TRL_FILE TORCH_FILE TARGET: the medians (with
+# min and max) of two files of seconds, one a line, the ratio torchrun /
+# trl-launch against TARGET, and the raw numbers as JSON in $BENCH_RAW when
+# it is set (for bench/report.py).
+summarize_against_torchrun() {
+  local trl=$1 torch=$2 target=$3 trl_median torch_median
+  trl_median=$(median <"$trl"); torch_median=$(median <"$torch")
+  printf 'trl-launch median %.3f s (%s), torchrun median %.3f s (%s)\n' \
+    "$trl_median" "$(minmax <"$trl")" "$torch_median" "$(minmax <"$torch")"
+  printf 'ratio torchrun / trl-launch: %.1f (target >= %s)\n' \
+    "$(echo "$torch_median / $trl_median" | bc -l)" "$target"
+  if [ -n "${BENCH_RAW:-}" ]; then
+    printf '{"trl_launch_s": [%s], "torchrun_s": [%s]}\n' \
+      "$(awk '{printf "%s%.4f", (NR > 1 ? "," : ""), $1}' "$trl")" \
+      "$(awk '{printf "%s%.4f", (NR > 1 ? "," : ""), $1}' "$torch")" >"$BENCH_RAW"
+  fi
+}
