@@ -7,19 +7,9 @@
 # Usage: bench/launch_noop.sh [BUILD_DIR] [RUNS]     (root: network namespaces)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(cd "${1:-$here/../build}" && pwd)
-runs=${2:-5}
-source "$here/../tests/lib/testhosts.sh"
+source "$here/../tests/lib/testhosts.sh"  # at top level: its arrays are global
 source "$here/lib.sh"
-testhosts_skip_unless_possible
-torchrun=${TORCHRUN:-/usr/bin/torchrun}
-[ -x "$torchrun" ] || { echo "torchrun not found (apt-get install python3-torch)"; exit 1; }
-
-work=$(mktemp -d)
-cleanup() { testhosts_destroy; rm -rf "$work"; }
-trap cleanup EXIT
-testhosts_create "trlbn$(( $$ % 10000 ))x" 2
-master=${TESTHOST_ADDR[1]}
+two_host_bench_setup trlbn "$@"
 
 
 run_trl() {

@@ -20,3 +20,20 @@ summarize_against_torchrun() {
       "$(awk '{printf "%s%.4f", (NR > 1 ? "," : ""), $1}' "$torch")" >"$BENCH_RAW"
   fi
 }
+
+# two_host_bench_setup PREFIX [BUILD_DIR] [RUNS]: what a side-by-side run on
+# two test hosts needs (tests/lib/testhosts.sh sourced first). Sets build,
+# runs, torchrun, work (a scratch directory) and master (node01's address);
+# hosts and work go at exit.
+two_host_bench_setup() {
+  local prefix=$1
+  build=$(cd "${2:-$here/../build}" && pwd)
+  runs=${3:-5}
+  testhosts_skip_unless_possible
+  torchrun=${TORCHRUN:-/usr/bin/torchrun}
+  [ -x "$torchrun" ] || { echo "torchrun not found (apt-get install python3-torch)"; exit 1; }
+  work=$(mktemp -d)
+  trap 'testhosts_destroy; rm -rf "$work"' EXIT
+  testhosts_create "$prefix$(( $$ % 10000 ))x" 2
+  master=${TESTHOST_ADDR[1]}
+}

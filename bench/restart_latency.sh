@@ -8,19 +8,9 @@
 # Usage: bench/restart_latency.sh [BUILD_DIR] [RUNS]     (root)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(cd "${1:-$here/../build}" && pwd)
-runs=${2:-5}
-source "$here/../tests/lib/testhosts.sh"
+source "$here/../tests/lib/testhosts.sh"  # at top level: its arrays are global
 source "$here/lib.sh"
-testhosts_skip_unless_possible
-torchrun=${TORCHRUN:-/usr/bin/torchrun}
-[ -x "$torchrun" ] || { echo "torchrun not found (apt-get install python3-torch)"; exit 1; }
-
-work=$(mktemp -d)
-cleanup() { testhosts_destroy; rm -rf "$work"; }
-trap cleanup EXIT
-testhosts_create "trlbr$(( $$ % 10000 ))x" 2
-master=${TESTHOST_ADDR[1]}
+two_host_bench_setup trlbr "$@"
 
 # The worker: in the first attempt rank 3 fails after 0.5 s (writing the
 # time of its exit); every rank of a later attempt writes its start time. A

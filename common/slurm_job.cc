@@ -158,7 +158,6 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmHostList(
 absl::StatusOr<SlurmJob> ReadSlurmJob(
     const std::map<std::string, std::string>& env) {
   SlurmJob job;
-  job.job_id = Get(env, "SLURM_JOB_ID").value_or("");
   auto rank = RequiredInt(env, "SLURM_NODEID", 0);
   if (!rank.ok()) return rank.status();
   auto machines = Get(env, "SLURM_JOB_NUM_NODES")

@@ -17,7 +17,6 @@
 namespace trl {
 
 struct SlurmJob {
-  std::string job_id;  // SLURM_JOB_ID
   int machine_rank = 0;
   int num_machines = 1;
   std::vector<std::string> hosts;  // SLURM_JOB_NODELIST, expanded

@@ -57,9 +57,10 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
     HandleRegistration(link, message.registration());
     return;
   }
-  auto found = machine_rank_of_.find(link);
-  if (found == machine_rank_of_.end()) return;  // not registered: ignored
-  const int m = found->second;
+  auto found = registered_.find(link);
+  if (found == registered_.end()) return;  // not registered: ignored
+  Registered& agent = found->second;
+  const int m = agent.machine_rank;
   const TimePoint now = clock_();
   machine_.Heartbeat(m, now);  // any message proves the agent alive
   switch (message.body_case()) {
@@ -91,13 +92,12 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
       break;
     }
     case pb::AgentMessage::kHeartbeat: {
-      AckSchedule& schedule = acks_[link];
-      if (schedule.last_sent == TimePoint{} ||
-          now - schedule.last_sent >= schedule.every) {
+      if (agent.last_ack == TimePoint{} ||
+          now - agent.last_ack >= agent.ack_every) {
         pb::CoordinatorMessage ack;
         ack.mutable_heartbeat_ack();
         link->Send(ack);
-        schedule.last_sent = now;
+        agent.last_ack = now;
       }
       break;
     }
@@ -110,7 +110,7 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
 
 void Coordinator::HandleRegistration(AgentLink* link,
                                      const pb::AgentRegistration& request) {
-  if (machine_rank_of_.count(link)) return;  // registers once per stream
+  if (registered_.count(link)) return;  // registers once per stream
   AgentInfo info;
   info.machine_rank = request.machine_rank();
   info.hostname = request.hostname();
@@ -134,11 +134,12 @@ void Coordinator::HandleRegistration(AgentLink* link,
     link->Close();
     return;
   }
-  machine_rank_of_[link] = info.machine_rank;
   // Acknowledge heartbeats every lease / 3: the agent's lease is kept with
   // two acks to spare, at half the messages of one ack per heartbeat.
-  acks_[link] = AckSchedule{
-      std::chrono::milliseconds(std::max(0, request.lease_ms()) / 3), {}};
+  registered_[link] =
+      Registered{info.machine_rank,
+                 std::chrono::milliseconds(std::max(0, request.lease_ms()) / 3),
+                 {}};
   link->Send(reply);
   Log()->info(
       "machine {} registered: host {}, address {} ({}), {} workers; "
@@ -199,8 +200,8 @@ void Coordinator::StartGeneration() {
     }
   }
   std::map<int, std::vector<AgentLink*>> links_of_machine;
-  for (const auto& [link, m] : machine_rank_of_) {
-    links_of_machine[m].push_back(link);
+  for (const auto& [link, agent] : registered_) {
+    links_of_machine[agent.machine_rank].push_back(link);
   }
   for (const auto& node : start.nodes) {
     assignment->set_machine_rank(node.machine_rank);
@@ -214,8 +215,8 @@ void Coordinator::StartGeneration() {
 
 void Coordinator::Execute(const Decision& decision) {
   for (int lost : decision.drop_agents) {
-    for (auto it = machine_rank_of_.begin(); it != machine_rank_of_.end();) {
-      if (it->second != lost) {
+    for (auto it = registered_.begin(); it != registered_.end();) {
+      if (it->second.machine_rank != lost) {
         ++it;
         continue;
       }
@@ -227,8 +228,7 @@ void Coordinator::Execute(const Decision& decision) {
       stop.mutable_stop()->set_reason("this machine was declared lost");
       it->first->Send(stop);
       it->first->Close();
-      acks_.erase(it->first);
-      it = machine_rank_of_.erase(it);
+      it = registered_.erase(it);
     }
   }
   if (decision.stop_generation) {
@@ -275,17 +275,16 @@ void Coordinator::Tick() {
 }
 
 void Coordinator::SendToRegistered(const pb::CoordinatorMessage& message) {
-  for (const auto& [link, m] : machine_rank_of_) link->Send(message);
+  for (const auto& [link, agent] : registered_) link->Send(message);
 }
 
 void Coordinator::OnDisconnected(AgentLink* link) {
   std::lock_guard<std::mutex> lock(mutex_);
   links_.erase(link);
-  auto found = machine_rank_of_.find(link);
-  if (found != machine_rank_of_.end()) {
-    const int m = found->second;
-    machine_rank_of_.erase(found);
-    acks_.erase(link);
+  auto found = registered_.find(link);
+  if (found != registered_.end()) {
+    const int m = found->second.machine_rank;
+    registered_.erase(found);
     if (!IsFinished(machine_.phase())) {
       Log()->warn("the agent of machine {} disconnected", m);
     }

@@ -104,13 +104,14 @@ class Coordinator {
   std::condition_variable changed_;
   JobStateMachine machine_;
   std::set<AgentLink*> links_;
-  std::map<AgentLink*, int> machine_rank_of_;
-  // When each agent's heartbeats are acknowledged.
-  struct AckSchedule {
-    std::chrono::milliseconds every{0};  // 0: every heartbeat
-    TimePoint last_sent;
+  // A registered agent's stream: its machine and when its heartbeats are
+  // acknowledged.
+  struct Registered {
+    int machine_rank = 0;
+    std::chrono::milliseconds ack_every{0};  // 0: every heartbeat
+    TimePoint last_ack;
   };
-  std::map<AgentLink*, AckSchedule> acks_;
+  std::map<AgentLink*, Registered> registered_;
   int stop_signal_ = SIGTERM;  // what stop orders send first
 };
 
