@@ -99,7 +99,7 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  o.connection_idle_timeout_s,
                  "Seconds the coordinator keeps a connection that makes no "
                  "call")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.1, 86400.0));
   app.add_option(FlagNames("restart_backoff"), o.restart_backoff_s,
                  "Seconds before the first restart; doubles with each");
   app.add_option(FlagNames("restart_backoff_max"), o.restart_backoff_max_s,

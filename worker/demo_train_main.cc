@@ -26,6 +26,19 @@ namespace {
 using trl::worker::Collectives;
 using trl::worker::LaunchEnv;
 
+// CLI11's PositiveNumber names its range as 0 to 1.8e308 in full.
+const CLI::Validator kAboveZero(
+    [](std::string& text) -> std::string {
+      double value = 0;
+      try {
+        value = std::stod(text);
+      } catch (const std::exception&) {
+        return "'" + text + "' is not a number";
+      }
+      return value > 0 ? "" : "must be above 0, not " + text;
+    },
+    "> 0");
+
 int Fail(const std::string& message) {
   std::fprintf(stderr, "trl-demo-train: error: %s\n", message.c_str());
   return 1;
@@ -79,7 +92,7 @@ int main(int argc, char** argv) {
   app.add_option("--max_steps", options.max_steps, "Optimizer steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--learning_rate", options.learning_rate, "SGD step size")
-      ->check(CLI::PositiveNumber);
+      ->check(kAboveZero);
   app.add_option("--seed", options.seed, "Seed of the weights and the data");
   app.add_option("--hidden_size", options.shape.hidden, "Hidden units")
       ->check(CLI::Range(1, 1 << 16));
@@ -95,7 +108,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "gloo", "nccl", "none"}));
   app.add_option("--rendezvous_timeout", rendezvous_timeout_s,
                  "Seconds to wait for every rank (and for each collective)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, 86400.0));
   CLI11_PARSE(app, argc, argv);
 
   // Alone (no launcher), this process is a job of one.
