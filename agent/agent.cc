@@ -193,10 +193,10 @@ int Agent::Run() {
   return exit_code;
 }
 
-void Agent::RequestStop(int signal) {
+void Agent::RequestStop(const StopSignal& signal) {
   std::lock_guard<std::mutex> lock(mutex_);
   const bool escalate = stop_signal_ != 0;
-  if (!escalate) stop_signal_ = signal;
+  if (!escalate) stop_signal_ = signal.number;
   if (session_) session_->StopLocally(signal, escalate);
 }
 

@@ -15,6 +15,7 @@
 #include "agent/console.h"
 #include "common/accelerate_config.h"
 #include "common/launch_options.h"
+#include "common/stop_signals.h"
 #include "common/worker_environment.h"
 
 namespace grpc {
@@ -74,9 +75,9 @@ class Agent {
   // Workers are forked from the calling thread, which must outlive them.
   int Run();
 
-  // Thread-safe, for the signal thread: forward `signal` to the workers,
-  // tell the coordinator, and stop.
-  void RequestStop(int signal);
+  // Thread-safe, for the signal thread: forward `signal` to the workers
+  // (unless they have it), tell the coordinator, and stop.
+  void RequestStop(const StopSignal& signal);
 
  private:
   // Waits until the coordinator's port answers, then connects `channel`

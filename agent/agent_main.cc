@@ -85,6 +85,6 @@ int main(int argc, char** argv) {
   trl::Console console(stdout, stderr);
   trl::Agent agent(agent_options, &console);
   trl::StopSignalWatcher watcher(
-      [&agent](int signal) { agent.RequestStop(signal); });
+      [&agent](const trl::StopSignal& signal) { agent.RequestStop(signal); });
   return agent.Run();
 }

@@ -48,16 +48,18 @@ bool AgentSession::Write(const pb::AgentMessage& message) {
   return stream_->Write(message);
 }
 
-void AgentSession::StopLocally(int signal, bool escalate) {
+void AgentSession::StopLocally(const StopSignal& signal, bool escalate) {
   {
     std::lock_guard<std::mutex> lock(group_mutex_);
-    if (group_) group_->Stop(escalate ? SIGKILL : signal);
+    if (group_) group_->Stop(escalate ? StopSignal{SIGKILL} : signal);
   }
   if (escalate) return;
   pb::AgentMessage message;
-  message.mutable_stopping()->set_reason(
-      absl::StrCat("received ", SignalName(signal)));
-  message.mutable_stopping()->set_signal(signal);
+  message.mutable_stopping()->set_reason(absl::StrCat(
+      "received ", SignalName(signal.number),
+      signal.workers_have_it ? " (Slurm sent it to the workers)" : ""));
+  message.mutable_stopping()->set_signal(signal.number);
+  message.mutable_stopping()->set_workers_have_signal(signal.workers_have_it);
   Write(message);
 }
 
@@ -101,8 +103,9 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
         if (group_ && group_->generation() == message.stop().generation()) {
           Log()->info("stopping generation {}: {}", group_->generation(),
                       message.stop().reason());
-          group_->Stop(message.stop().signal() > 0 ? message.stop().signal()
-                                                   : SIGTERM);
+          const auto& stop = message.stop();
+          group_->Stop(StopSignal{stop.signal() > 0 ? stop.signal() : SIGTERM,
+                                  stop.workers_have_signal()});
         }
         break;
       }
@@ -133,7 +136,7 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   {
     std::unique_lock<std::mutex> lock(group_mutex_);
     if (group_) {
-      group_->Stop(SIGTERM);
+      group_->Stop(StopSignal{SIGTERM});
       group_->WaitUntilAllExited(steady_clock::now() + stop_grace_ +
                                  std::chrono::seconds(2));
       EndGroup();

@@ -40,8 +40,9 @@ class AgentSession {
   End Run(const trl::launch::v1::AgentRegistration& registration);
 
   // Thread-safe, from the signal thread: forward `signal` to the workers'
-  // process groups and tell the coordinator; `escalate` kills them instead.
-  void StopLocally(int signal, bool escalate);
+  // process groups (unless they have it) and tell the coordinator;
+  // `escalate` kills them instead.
+  void StopLocally(const StopSignal& signal, bool escalate);
 
  private:
   bool Write(const trl::launch::v1::AgentMessage& message);

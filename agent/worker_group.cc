@@ -133,15 +133,15 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
   events_.exited(worker->local_rank, outcome);
 }
 
-void WorkerGroup::Stop(int signal) {
+void WorkerGroup::Stop(const StopSignal& signal) {
   std::lock_guard<std::mutex> lock(mutex_);
   // The first signal starts the grace period; later stop orders do not
   // interrupt it (a worker checkpointing on SIGUSR1 keeps its time), only
   // SIGKILL escalates.
-  if (stopping_ && signal != SIGKILL) return;
+  if (stopping_ && signal.number != SIGKILL) return;
   for (auto& worker : workers_) {
-    if (!worker->exited && worker->process) {
-      worker->process->SignalGroup(signal);
+    if (!worker->exited && worker->process && !signal.workers_have_it) {
+      worker->process->SignalGroup(signal.number);
     }
   }
   if (stopping_) return;

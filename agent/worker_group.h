@@ -20,6 +20,7 @@
 #include "agent/console.h"
 #include "agent/worker_cgroup.h"
 #include "agent/worker_process.h"
+#include "common/stop_signals.h"
 
 namespace trl {
 
@@ -64,10 +65,10 @@ class WorkerGroup {
   // start error.
   void Start(std::vector<WorkerLaunch> launches);
 
-  // Sends `signal` to every worker's process group now and SIGKILL to those
-  // still alive after the grace period. Returns at once. Once stopping, only
-  // SIGKILL is sent again.
-  void Stop(int signal);
+  // Sends `signal` to every worker's process group now (unless the workers
+  // have it already) and SIGKILL to those still alive after the grace
+  // period. Returns at once. Once stopping, only SIGKILL is sent again.
+  void Stop(const StopSignal& signal);
 
   // Waits until every worker has exited; false if the deadline passed.
   bool WaitUntilAllExited(std::chrono::steady_clock::time_point deadline);

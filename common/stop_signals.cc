@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 
 namespace trl {
 namespace {
@@ -21,7 +22,21 @@ sigset_t StopSignals() {
   return set;
 }
 
+// The command name of process `pid`; empty when it is gone or unknown (a
+// sender outside our PID namespace has pid 0).
+std::string CommandOf(pid_t pid) {
+  if (pid <= 0) return "";
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name;
+}
+
 }  // namespace
+
+bool SenderSignalsWholeSlurmStep(const std::string& sender_command) {
+  return sender_command == "slurmstepd";
+}
 
 std::string SignalName(int signal) {
   const char* name = sigabbrev_np(signal);
@@ -40,7 +55,8 @@ void BlockStopSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-StopSignalWatcher::StopSignalWatcher(std::function<void(int)> on_signal) {
+StopSignalWatcher::StopSignalWatcher(
+    std::function<void(const StopSignal&)> on_signal) {
   const sigset_t set = StopSignals();
   signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC);
   if (pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
@@ -54,7 +70,11 @@ StopSignalWatcher::StopSignalWatcher(std::function<void(int)> on_signal) {
       if (polls[1].revents != 0) return;  // the watcher is being destroyed
       signalfd_siginfo info;
       if (read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
-        on_signal(static_cast<int>(info.ssi_signo));
+        StopSignal received;
+        received.number = static_cast<int>(info.ssi_signo);
+        received.workers_have_it = SenderSignalsWholeSlurmStep(
+            CommandOf(static_cast<pid_t>(info.ssi_pid)));
+        on_signal(received);
       }
     }
   });

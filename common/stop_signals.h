@@ -22,9 +22,22 @@ int PendingStopSignal();
 // before execve.
 void BlockStopSignals();
 
+// A stop signal: its number, and whether the workers were sent it already.
+struct StopSignal {
+  int number = 0;
+  // Slurm's step daemon sent it. Slurm signals every process of a job step
+  // itself (scancel, sbatch --signal), the workers included: sending it to
+  // them again would run their handlers twice.
+  bool workers_have_it = false;
+};
+
+// Whether a signal from a process whose command name (/proc/PID/comm) is
+// `sender_command` was sent to every process of a Slurm job step.
+bool SenderSignalsWholeSlurmStep(const std::string& sender_command);
+
 class StopSignalWatcher {
  public:
-  explicit StopSignalWatcher(std::function<void(int signal)> on_signal);
+  explicit StopSignalWatcher(std::function<void(const StopSignal&)> on_signal);
   ~StopSignalWatcher();
   StopSignalWatcher(const StopSignalWatcher&) = delete;
   StopSignalWatcher& operator=(const StopSignalWatcher&) = delete;

@@ -232,11 +232,13 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   }
   // A stop signal stops the job everywhere, and reaches the workers as the
   // signal itself (Slurm's SIGUSR1/SIGUSR2 pre-emption notices).
-  trl::StopSignalWatcher watcher([&core](int signal) {
-    // Every worker on every machine gets the signal itself first.
+  trl::StopSignalWatcher watcher([&core](const trl::StopSignal& signal) {
+    // Every worker on every machine gets the signal itself first, once.
     core.RequestStop(
-        absl::StrCat("trl-coord received ", trl::SignalName(signal)),
-        128 + signal, signal);
+        absl::StrCat(
+            "trl-coord received ", trl::SignalName(signal.number),
+            signal.workers_have_it ? " (Slurm sent it to the workers)" : ""),
+        128 + signal.number, signal);
   });
   if (local_agent) {
     agent_thread = std::thread([&core, &local_agent] {

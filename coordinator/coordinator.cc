@@ -84,7 +84,10 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
     case pb::AgentMessage::kStopping: {
       const auto& stopping = message.stopping();
       const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
-      if (stopping.signal() > 0) RememberStopSignal(stopping.signal());
+      if (stopping.signal() > 0) {
+        RememberStopSignal(
+            StopSignal{stopping.signal(), stopping.workers_have_signal()});
+      }
       Execute(machine_.StopRequested(
           absl::StrCat("the agent of machine ", m,
                        " is stopping: ", stopping.reason()),
@@ -237,7 +240,8 @@ void Coordinator::Execute(const Decision& decision) {
     pb::CoordinatorMessage stop;
     stop.mutable_stop()->set_generation(machine_.generation());
     stop.mutable_stop()->set_reason(*decision.stop_generation);
-    stop.mutable_stop()->set_signal(stop_signal_);
+    stop.mutable_stop()->set_signal(stop_signal_.number);
+    stop.mutable_stop()->set_workers_have_signal(stop_signal_.workers_have_it);
     SendToRegistered(stop);
   }
   if (decision.finished) {
@@ -256,7 +260,7 @@ void Coordinator::Execute(const Decision& decision) {
   changed_.notify_all();
 }
 
-void Coordinator::RememberStopSignal(int signal) {
+void Coordinator::RememberStopSignal(const StopSignal& signal) {
   // The first stop decides what workers receive first.
   if (!IsFinished(machine_.phase()) &&
       machine_.phase() != JobPhase::kStopping) {
@@ -295,7 +299,7 @@ void Coordinator::OnDisconnected(AgentLink* link) {
 }
 
 void Coordinator::RequestStop(const std::string& reason, int exit_code,
-                              int signal) {
+                              const StopSignal& signal) {
   std::lock_guard<std::mutex> lock(mutex_);
   RememberStopSignal(signal);
   Execute(machine_.StopRequested(reason, exit_code, clock_()));

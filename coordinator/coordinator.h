@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/accelerate_config.h"
+#include "common/stop_signals.h"
 #include "coordinator/agent_link.h"
 #include "coordinator/job_state_file.h"
 #include "coordinator/job_state_machine.h"
@@ -71,10 +72,10 @@ class Coordinator {
   // Idempotent: a link may report its end more than once.
   void OnDisconnected(AgentLink* link);
   // Stops the job; workers get `signal` first (the one that stopped us, so
-  // that a pre-emption notice such as SIGUSR1 reaches them), then SIGKILL
-  // after the grace period.
+  // that a pre-emption notice such as SIGUSR1 reaches them; not again if
+  // Slurm sent it to them), then SIGKILL after the grace period.
   void RequestStop(const std::string& reason, int exit_code,
-                   int signal = SIGTERM);
+                   const StopSignal& signal = StopSignal{SIGTERM});
   // Checks timeouts; the edge calls it every monitor interval, or at
   // NextDeadline if that is sooner.
   void Tick();
@@ -94,7 +95,7 @@ class Coordinator {
   void StartGeneration();
   void Execute(const Decision& decision);
   void SendToRegistered(const trl::launch::v1::CoordinatorMessage& message);
-  void RememberStopSignal(int signal);
+  void RememberStopSignal(const StopSignal& signal);
 
   const CoordinatorOptions options_;
   const RendezvousSource rendezvous_;
@@ -112,7 +113,7 @@ class Coordinator {
     TimePoint last_ack;
   };
   std::map<AgentLink*, Registered> registered_;
-  int stop_signal_ = SIGTERM;  // what stop orders send first
+  StopSignal stop_signal_{SIGTERM};  // what stop orders send first
 };
 
 }  // namespace trl

@@ -6,8 +6,8 @@
 //
 // It takes the same launch flags as trl-agent (so its registrations carry
 // the same config fingerprint), plus its own:
-//   trl-agent-sim --num_machines 4096 --num_processes 32768 \
-//     --main_process_ip 127.0.0.1 --main_process_port 29600 \
+//   trl-agent-sim --num_machines 4096 --num_processes 32768
+//     --main_process_ip 127.0.0.1 --main_process_port 29600
 //     --coordinator_pid PID --ps_binary build/coordinator/trl-coord
 #include <fcntl.h>
 #include <spawn.h>

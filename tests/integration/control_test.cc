@@ -2,6 +2,10 @@
 // input that must be refused before anything starts.
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
 
 #include "proto/trl_launch.pb.h"
 #include "tests/integration/launcher_fixture.h"
@@ -94,38 +98,89 @@ TEST_F(LauncherTest, InterruptStopsEveryWorkerOnEveryMachine) {
             std::string::npos);
 }
 
-TEST_F(LauncherTest, PreemptionSignalReachesEveryWorker) {
+// A worker that reports every SIGUSR1 it gets and exits 0.5 s after the
+// first, so that a second delivery would show.
+std::vector<std::string> Usr1Counter() {
+  return {"/bin/sh", "-c",
+          "got=0; trap 'echo \"rank $RANK got USR1\"; got=1' USR1; "
+          "echo \"pid $$: up\"; "
+          "while [ $got = 0 ]; do sleep 0.05; done; sleep 0.5; exit 0"};
+}
+
+class PreemptionTest : public LauncherTest {
+ protected:
+  // Starts a 2-machine job of Usr1Counter workers; returns their pids.
+  std::vector<pid_t> StartJob() {
+    agent_ = StartAgent(2, 4, 1);
+    coord_ = StartCoordinator(2, 4, Usr1Counter());
+    static const std::regex pid_pattern("pid ([0-9]+): up");
+    std::vector<pid_t> pids;
+    WaitUntil(
+        [&] {
+          const std::string out = coord_->Stdout() + agent_->Stdout();
+          pids.clear();
+          for (std::sregex_iterator it(out.begin(), out.end(), pid_pattern),
+               end;
+               it != end; ++it) {
+            pids.push_back(std::stoi((*it)[1]));
+          }
+          return pids.size() == 4;
+        },
+        seconds(20));
+    worker_pids_.insert(pids.begin(), pids.end());
+    return pids;
+  }
+
+  // Both daemons end on the signal; every rank got it exactly once.
+  void ExpectEachRankGotUsr1Once() {
+    EXPECT_EQ(coord_->Wait(seconds(20)), 128 + SIGUSR1) << coord_->Output();
+    EXPECT_EQ(agent_->Wait(seconds(20)), 128 + SIGUSR1) << agent_->Output();
+    const std::string out = coord_->Stdout() + agent_->Stdout();
+    for (int rank = 0; rank < 4; ++rank) {
+      const std::regex got("rank " + std::to_string(rank) + " got USR1");
+      EXPECT_EQ(std::distance(std::sregex_iterator(out.begin(), out.end(), got),
+                              std::sregex_iterator()),
+                1)
+          << "rank " << rank << "\n"
+          << out;
+    }
+  }
+
+  std::unique_ptr<Subprocess> agent_;
+  std::unique_ptr<Subprocess> coord_;
+};
+
+TEST_F(PreemptionTest, SignalToTheCoordinatorReachesEveryWorkerOnce) {
   // Slurm warns of pre-emption with SIGUSR1: every worker on every machine
   // sees it (and may checkpoint within the grace period), then the job
   // stops.
-  auto agent = StartAgent(2, 4, 1);
-  auto coord = StartCoordinator(
-      2, 4,
-      {"/bin/sh", "-c",
-       "trap 'echo \"rank $RANK got USR1\"; exit 0' USR1; "
-       "echo \"pid $$: up\"; while true; do sleep 0.05; done"});
-  static const std::regex pid_pattern("pid ([0-9]+): up");
-  auto count_up = [&] {
-    const std::string out = coord->Stdout() + agent->Stdout();
-    return std::distance(
-        std::sregex_iterator(out.begin(), out.end(), pid_pattern),
-        std::sregex_iterator());
-  };
-  ASSERT_TRUE(WaitUntil([&] { return count_up() == 4; }, seconds(20)))
-      << coord->Output() << agent->Output();
-  coord->Signal(SIGUSR1);
-  EXPECT_EQ(coord->Wait(seconds(20)), 128 + SIGUSR1) << coord->Output();
-  EXPECT_EQ(agent->Wait(seconds(20)), 128 + SIGUSR1) << agent->Output();
-  const std::string out = coord->Stdout() + agent->Stdout();
-  for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_NE(out.find("rank " + std::to_string(rank) + " got USR1"),
-              std::string::npos)
-        << out;
-  }
-  for (std::sregex_iterator it(out.begin(), out.end(), pid_pattern), end;
-       it != end; ++it) {
-    worker_pids_.insert(std::stoi((*it)[1]));
-  }
+  ASSERT_EQ(StartJob().size(), 4u) << coord_->Output() << agent_->Output();
+  coord_->Signal(SIGUSR1);
+  ExpectEachRankGotUsr1Once();
+}
+
+TEST_F(PreemptionTest, SignalFromSlurmsStepDaemonIsNotSentToWorkersAgain) {
+  // slurmstepd signals every process of the step itself (scancel --signal,
+  // sbatch --signal): daemons and workers alike. A shell run under that
+  // name does the same here; the daemons must not send it a second time.
+  const std::vector<pid_t> workers = StartJob();
+  ASSERT_EQ(workers.size(), 4u) << coord_->Output() << agent_->Output();
+  const std::string dir =
+      ::testing::TempDir() + "/trl-stepd-" + std::to_string(port_);
+  std::filesystem::create_directories(dir);
+  const std::string stepd = dir + "/slurmstepd";
+  std::filesystem::remove(stepd);
+  ASSERT_EQ(symlink("/bin/sh", stepd.c_str()), 0);
+  std::string pids =
+      std::to_string(coord_->pid()) + " " + std::to_string(agent_->pid());
+  for (pid_t pid : workers) pids += " " + std::to_string(pid);
+  Subprocess slurmstepd({stepd, "-c", "kill -USR1 " + pids});
+  ASSERT_EQ(slurmstepd.Wait(seconds(10)), 0) << slurmstepd.Output();
+  ExpectEachRankGotUsr1Once();
+  EXPECT_NE(coord_->Stderr().find("(Slurm sent it to the workers)"),
+            std::string::npos)
+      << coord_->Stderr();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(LauncherTest, TerminatingAnAgentStopsTheWholeJob) {
