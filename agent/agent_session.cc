@@ -274,11 +274,16 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   }
 
   WorkerGroup::Events events;
-  events.started = [this, generation](int local_rank, int pid) {
+  events.started = [this,
+                    generation](const std::vector<StartedWorker>& workers) {
     pb::AgentMessage message;
-    message.mutable_worker_started()->set_generation(generation);
-    message.mutable_worker_started()->set_local_rank(local_rank);
-    message.mutable_worker_started()->set_pid(pid);
+    auto* started = message.mutable_workers_started();
+    started->set_generation(generation);
+    for (const StartedWorker& worker : workers) {
+      auto* entry = started->add_workers();
+      entry->set_local_rank(worker.local_rank);
+      entry->set_pid(worker.pid);
+    }
     Write(message);
   };
   events.exited = [this, generation](int local_rank,

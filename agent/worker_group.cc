@@ -40,6 +40,14 @@ WorkerGroup::~WorkerGroup() {
 }
 
 void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
+  std::vector<StartedWorker> started;
+  std::vector<std::pair<int, WorkerOutcome>> not_started;
+  struct ToWatch {
+    Worker* worker;
+    int rank;
+    std::string log_path;
+  };
+  std::vector<ToWatch> to_watch;
   for (auto& launch : launches) {
     auto worker = std::make_unique<Worker>();
     worker->local_rank = launch.local_rank;
@@ -55,24 +63,30 @@ void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
       outcome.start_error = std::string(process.status().message());
       console_->WriteLine(true, "[rank " + std::to_string(launch.rank) + "] ",
                           outcome.start_error);
-      events_.exited(launch.local_rank, outcome);
+      not_started.emplace_back(launch.local_rank, std::move(outcome));
       continue;
     }
     worker->process = *std::move(process);
     worker->heartbeat_path = launch.heartbeat_path;
     worker->started = std::chrono::system_clock::now();
-    const int pid = worker->process->pid();
-    Worker* raw = worker.get();
+    started.push_back({launch.local_rank, worker->process->pid()});
+    to_watch.push_back({worker.get(), launch.rank, launch.log_path});
     {
       std::lock_guard<std::mutex> lock(mutex_);
       workers_.push_back(std::move(worker));
-      if (stopping_) raw->process->SignalGroup(SIGTERM);
+      if (stopping_) to_watch.back().worker->process->SignalGroup(SIGTERM);
     }
-    events_.started(launch.local_rank, pid);
-    raw->waiter = std::thread(
-        [this, raw, rank = launch.rank, log_path = launch.log_path] {
-          WaitFor(raw, rank, log_path);
-        });
+  }
+  // Starts are reported before any exit: a worker's exit is only seen by
+  // its waiter, which starts after the report.
+  if (!started.empty()) events_.started(started);
+  for (const auto& [local_rank, outcome] : not_started) {
+    events_.exited(local_rank, outcome);
+  }
+  for (auto& watch : to_watch) {
+    watch.worker->waiter = std::thread(
+        [this, raw = watch.worker, rank = watch.rank,
+         log_path = watch.log_path] { WaitFor(raw, rank, log_path); });
   }
   if (heartbeat_timeout_.count() > 0 && !heartbeat_thread_.joinable()) {
     heartbeat_thread_ = std::thread([this] { WatchHeartbeats(); });

@@ -40,10 +40,17 @@ struct WorkerOutcome {
   std::vector<std::string> last_lines;
 };
 
+struct StartedWorker {
+  int local_rank = 0;
+  int pid = 0;
+};
+
 class WorkerGroup {
  public:
   struct Events {
-    std::function<void(int local_rank, int pid)> started;
+    // Once per Start, with every worker that started (in launch order),
+    // before any worker's exit is reported.
+    std::function<void(const std::vector<StartedWorker>& workers)> started;
     std::function<void(int local_rank, const WorkerOutcome& outcome)> exited;
   };
 
@@ -61,8 +68,8 @@ class WorkerGroup {
 
   int64_t generation() const { return generation_; }
 
-  // Starts every worker; each is reported as started, or as exited with a
-  // start error.
+  // Starts every worker; those that started are reported together, then
+  // each that could not start as exited with a start error.
   void Start(std::vector<WorkerLaunch> launches);
 
   // Sends `signal` to every worker's process group now (unless the workers

@@ -64,10 +64,14 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
   const TimePoint now = clock_();
   machine_.Heartbeat(m, now);  // any message proves the agent alive
   switch (message.body_case()) {
-    case pb::AgentMessage::kWorkerStarted: {
-      const auto& started = message.worker_started();
-      machine_.WorkerStarted(m, started.generation(), started.local_rank(),
-                             started.pid(), now);
+    case pb::AgentMessage::kWorkersStarted: {
+      // Entries for ranks this machine does not have, or not pending, are
+      // ignored by the state machine; the message size bounds their number.
+      const auto& started = message.workers_started();
+      for (const auto& worker : started.workers()) {
+        machine_.WorkerStarted(m, started.generation(), worker.local_rank(),
+                               worker.pid(), now);
+      }
       break;
     }
     case pb::AgentMessage::kWorkerExited: {

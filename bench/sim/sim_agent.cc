@@ -172,14 +172,16 @@ void SimAgent::Handle(const pb::CoordinatorMessage& message) {
         std::lock_guard<std::mutex> lock(mutex_);
         generation_ = a.generation();
       }
-      // Every worker "starts" at once, with a pid no process has.
+      // Every worker "starts" at once, with a pid no process has, and is
+      // reported in one message, as the real agent does.
+      pb::AgentMessage started;
+      started.mutable_workers_started()->set_generation(a.generation());
       for (int local = 0; local < a.local_world_size(); ++local) {
-        pb::AgentMessage started;
-        started.mutable_worker_started()->set_generation(a.generation());
-        started.mutable_worker_started()->set_local_rank(local);
-        started.mutable_worker_started()->set_pid(4000000 + index_);
-        Send(std::move(started));
+        auto* worker = started.mutable_workers_started()->add_workers();
+        worker->set_local_rank(local);
+        worker->set_pid(4000000 + index_);
       }
+      Send(std::move(started));
       recorder_->Assigned(a.generation());
       break;
     }

@@ -1,0 +1,147 @@
+// The agent's worker group with real processes: how starts and exits are
+// reported, and what a stop sends.
+#include "agent/worker_group.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace trl {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+// What the group reported, in order.
+class Recorder {
+ public:
+  struct Event {
+    std::vector<StartedWorker> started;  // set for a start report
+    int exited_rank = -1;                // set for an exit report
+    WorkerOutcome outcome;
+  };
+
+  WorkerGroup::Events Events() {
+    WorkerGroup::Events events;
+    events.started = [this](const std::vector<StartedWorker>& workers) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_.push_back({workers, -1, {}});
+      added_.notify_all();
+    };
+    events.exited = [this](int local_rank, const WorkerOutcome& outcome) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_.push_back({{}, local_rank, outcome});
+      added_.notify_all();
+    };
+    return events;
+  }
+  // The events once there are `count` (an exit is reported just after the
+  // group counts the worker as exited).
+  std::vector<Event> Seen(size_t count) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    added_.wait_for(lock, seconds(10), [&] { return events_.size() >= count; });
+    return events_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable added_;
+  std::vector<Event> events_;
+};
+
+WorkerLaunch Shell(int local_rank, const std::string& script) {
+  WorkerLaunch launch;
+  launch.local_rank = local_rank;
+  launch.rank = local_rank;
+  launch.spec.executable = "/bin/sh";
+  launch.spec.argv = {"/bin/sh", "-c", script};
+  launch.spec.environment = {{"PATH", "/usr/bin:/bin"}};
+  return launch;
+}
+
+class WorkerGroupTest : public ::testing::Test {
+ protected:
+  Console console_{stdout, stderr};
+  Recorder recorder_;
+};
+
+TEST_F(WorkerGroupTest, StartsAreReportedInOneEventBeforeAnyExit) {
+  WorkerGroup group(0, &console_, recorder_.Events(), seconds(5));
+  std::vector<WorkerLaunch> launches;
+  for (int local = 0; local < 4; ++local) launches.push_back(Shell(local, ""));
+  WorkerLaunch missing = Shell(4, "");
+  missing.spec.executable = "/nonexistent/worker";
+  launches.push_back(missing);
+  group.Start(std::move(launches));
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+
+  const auto seen = recorder_.Seen(6);
+  ASSERT_EQ(seen.size(), 6u);  // one start report, five exits
+  ASSERT_EQ(seen[0].started.size(), 4u);
+  for (int local = 0; local < 4; ++local) {
+    EXPECT_EQ(seen[0].started[local].local_rank, local);
+    EXPECT_GT(seen[0].started[local].pid, 0);
+  }
+  // The worker that could not start comes first among the exits: it is
+  // reported right after the starts, the others when they end.
+  EXPECT_EQ(seen[1].exited_rank, 4);
+  EXPECT_NE(seen[1].outcome.start_error.find("/nonexistent/worker"),
+            std::string::npos)
+      << seen[1].outcome.start_error;
+  for (size_t i = 2; i < seen.size(); ++i) {
+    EXPECT_TRUE(seen[i].started.empty());
+    EXPECT_EQ(seen[i].outcome.exit.exit_code, 0);
+    EXPECT_TRUE(seen[i].outcome.start_error.empty());
+  }
+}
+
+// Starts a worker that exits 0 on SIGUSR1 and otherwise sleeps; returns
+// once its trap is set.
+void StartWorkerThatExitsOnUsr1(WorkerGroup& group) {
+  const std::string ready =
+      ::testing::TempDir() + "/trl-group-ready-" + std::to_string(getpid());
+  std::filesystem::remove(ready);
+  group.Start({Shell(0, "trap 'exit 0' USR1; : > " + ready +
+                            "; while true; do sleep 0.05; done")});
+  const auto deadline = steady_clock::now() + seconds(10);
+  while (!std::filesystem::exists(ready) && steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_TRUE(std::filesystem::exists(ready));
+  std::filesystem::remove(ready);
+}
+
+TEST_F(WorkerGroupTest, StopSendsTheSignalThenKillsAfterTheGrace) {
+  WorkerGroup group(0, &console_, recorder_.Events(), milliseconds(300));
+  StartWorkerThatExitsOnUsr1(group);
+  group.Stop(StopSignal{SIGUSR1});
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+  const auto seen = recorder_.Seen(2);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].outcome.exit.signal, 0);
+  EXPECT_EQ(seen[1].outcome.exit.exit_code, 0);
+}
+
+TEST_F(WorkerGroupTest, StopOfASignalTheWorkersHaveOnlyKillsAfterTheGrace) {
+  // Slurm sent the signal to the workers itself: the group sends nothing
+  // more until the grace period ends, then SIGKILL.
+  WorkerGroup group(0, &console_, recorder_.Events(), milliseconds(300));
+  StartWorkerThatExitsOnUsr1(group);
+  group.Stop(StopSignal{SIGUSR1, /*workers_have_it=*/true});
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+  const auto seen = recorder_.Seen(2);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].outcome.exit.signal, SIGKILL);
+}
+
+}  // namespace
+}  // namespace trl
