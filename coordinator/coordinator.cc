@@ -274,7 +274,7 @@ void Coordinator::RememberStopSignal(const StopSignal& signal) {
 
 std::optional<TimePoint> Coordinator::NextDeadline() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return machine_.NextDeadline();
+  return machine_.NextDeadline(clock_());
 }
 
 void Coordinator::Tick() {

@@ -223,17 +223,28 @@ Decision JobStateMachine::Tick(TimePoint now) {
   return decision;
 }
 
-std::optional<TimePoint> JobStateMachine::NextDeadline() const {
+std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
+  // Only what is still ahead: a deadline that has passed without changing
+  // anything (a backoff that ended while a machine is still away) would
+  // have the edge tick in a loop.
   std::optional<TimePoint> next;
-  if (phase_ == JobPhase::kRestarting) next = restart_not_before_;
+  auto consider = [&](TimePoint at) {
+    if (at > now && (!next || at < *next)) next = at;
+  };
+  // Tick acts once `now` is past these, so each is due just past it.
+  constexpr auto kPast = std::chrono::microseconds(1);
+  if (phase_ == JobPhase::kWaitingForAgents) {
+    consider(created_at_ + settings_.registration_timeout + kPast);
+  }
+  if (phase_ == JobPhase::kRestarting) {
+    consider(restart_not_before_);
+    consider(rejoin_deadline_ + kPast);
+  }
   const auto timeout = settings_.agent_heartbeat_timeout;
   if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents &&
       !IsFinished(phase_) && !by_heartbeat_.empty()) {
-    // Due just past the timeout: silence of exactly the timeout is allowed.
-    const TimePoint silent_at =
-        nodes_.at(by_heartbeat_.front()).last_heartbeat + timeout +
-        std::chrono::microseconds(1);
-    if (!next || silent_at < *next) next = silent_at;
+    // Silence of exactly the timeout is allowed.
+    consider(nodes_.at(by_heartbeat_.front()).last_heartbeat + timeout + kPast);
   }
   return next;
 }

@@ -176,10 +176,11 @@ class JobStateMachine {
   // Checks timeouts (heartbeats, rejoin) and whether a generation can start.
   // Call it after every event and periodically.
   Decision Tick(TimePoint now);
-  // When Tick next has something to do that no event will bring (the end of
-  // a restart backoff), if anything; the edge may tick then instead of at
-  // its regular interval.
-  std::optional<TimePoint> NextDeadline() const;
+  // When, after `now`, Tick next has something to do that no event will
+  // bring (an agent's silence, the end of a restart backoff, a rejoin or
+  // registration timeout), if anything; the edge may tick then instead of
+  // at its regular interval. Always later than `now`.
+  std::optional<TimePoint> NextDeadline(TimePoint now) const;
   // Assigns ranks for the next generation. Only after a Decision said
   // start_generation.
   GenerationStart StartGeneration(TimePoint now);

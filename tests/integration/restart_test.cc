@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "tests/integration/launcher_fixture.h"
 
@@ -148,6 +149,12 @@ TEST_F(RestartTest, KilledAgentIsNoticedAndTheJobRestartsWhenItIsBack) {
       EXPECT_TRUE(WaitUntil([&] { return !ProcessExists(s.pid); }, seconds(5)));
     }
   }
+  // Waiting for the machine to rejoin costs the coordinator next to no CPU
+  // (it once ticked in a loop after the backoff: 2 cores at 100 %).
+  const double cpu_before = CpuSecondsOf(coord->pid());
+  std::this_thread::sleep_for(seconds(2));
+  const double waiting_cpu = CpuSecondsOf(coord->pid()) - cpu_before;
+  EXPECT_LT(waiting_cpu, 0.5) << "CPU seconds while waiting 2 s for a rejoin";
   auto again = StartAgent(2, 4, 1);
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
   ASSERT_EQ(again->Wait(seconds(30)), 0) << again->Output();

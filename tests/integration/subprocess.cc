@@ -122,6 +122,23 @@ bool ProcessExists(pid_t pid) {
          text[paren + 2] != 'Z';
 }
 
+double CpuSecondsOf(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  // Fields 3.. of proc(5): utime and stime are the 14th and 15th.
+  long long utime = 0, stime = 0;
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index == 14) utime = std::stoll(field);
+    if (index == 15) stime = std::stoll(field);
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
 bool PortIsFree(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   // Connections in TIME_WAIT do not count: a listener (or any live socket

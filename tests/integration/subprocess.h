@@ -49,6 +49,9 @@ bool ProcessExists(pid_t pid);
 // True if no live socket holds 127.0.0.1:port (a bind with SO_REUSEADDR
 // succeeds; connections in TIME_WAIT do not count).
 bool PortIsFree(int port);
+
+// CPU time (user + system) process `pid` has used, in seconds; -1 if gone.
+double CpuSecondsOf(pid_t pid);
 int FreePort();
 
 }  // namespace trl::testing

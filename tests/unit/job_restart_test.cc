@@ -173,7 +173,7 @@ TEST_F(JobRestartTest, NextDeadlineIsTheQuietestAgentsTimeout) {
   const TimePoint started = now_;
   now_ += milliseconds(700);
   job.Heartbeat(0, now_);  // machine 1 is now the quietest
-  auto deadline = job.NextDeadline();
+  auto deadline = job.NextDeadline(now_);
   ASSERT_TRUE(deadline.has_value());
   EXPECT_GT(*deadline, started + seconds(3));
   EXPECT_LT(*deadline, started + seconds(3) + milliseconds(1));
@@ -182,7 +182,7 @@ TEST_F(JobRestartTest, NextDeadlineIsTheQuietestAgentsTimeout) {
   Decision decision = job.Tick(*deadline);
   EXPECT_EQ(decision.drop_agents, std::vector<int>{1});
   // Then machine 0's own deadline, 700 ms later.
-  deadline = job.NextDeadline();
+  deadline = job.NextDeadline(*deadline);
   ASSERT_TRUE(deadline.has_value());
   EXPECT_GE(*deadline, started + milliseconds(3700));
 }
@@ -249,6 +249,41 @@ TEST_F(JobRestartTest, MachineThatNeverRejoinsFailsTheJob) {
                 "within 60 s"),
             std::string::npos)
       << decision.finished->summary;
+}
+
+// The edge ticks at NextDeadline when it is sooner than its interval. A
+// deadline that has passed without Tick changing anything (the backoff is
+// over, a machine is still away) must not come back, or the edge ticks in
+// a loop: the coordinator spun at 100 % of two cores waiting for a rejoin.
+TEST_F(JobRestartTest, WaitingForARejoinTicksOnlyAtItsInterval) {
+  JobStateMachine job = Registered(2);
+  const GenerationStart start = Start(job);
+  job.AgentDisconnected(1, now_);
+  WorkerExit terminated;
+  terminated.signal = 15;
+  job.WorkerExited(0, start.generation, 0, terminated, now_);
+  job.WorkerExited(0, start.generation, 1, terminated, now_);
+  ASSERT_EQ(job.phase(), JobPhase::kRestarting);
+  const TimePoint lost = now_;
+  const auto interval = seconds(1);  // the edge's monitor interval
+  int ticks = 0;
+  while (!IsFinished(job.phase()) && ticks < 1000) {
+    TimePoint next = now_ + interval;
+    if (auto deadline = job.NextDeadline(now_)) {
+      ASSERT_GT(*deadline, now_) << "after " << ticks << " ticks";
+      next = std::min(next, *deadline);
+    }
+    now_ = next;
+    job.Heartbeat(0, now_);  // machine 0 stays alive
+    job.Tick(now_);
+    ++ticks;
+  }
+  // Failed once the 60 s rejoin timeout passed, after about one tick per
+  // interval plus the backoff's end and the timeout itself.
+  EXPECT_EQ(job.phase(), JobPhase::kFailed);
+  EXPECT_GT(now_ - lost, seconds(60));
+  EXPECT_LE(now_ - lost, seconds(60) + milliseconds(1));
+  EXPECT_LE(ticks, 63);
 }
 
 TEST_F(JobRestartTest, StopWhileRestartingEndsAtOnce) {
