@@ -2,8 +2,10 @@
 
 #include <google/protobuf/descriptor.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,8 +16,17 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
+bool NeedsEscape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
 void AppendString(const std::string& text, std::string* out) {
   out->push_back('"');
+  // Most strings (names, states, hosts) need no escape: one append.
+  if (std::none_of(text.begin(), text.end(),
+                   [](unsigned char c) { return NeedsEscape(c); })) {
+    out->append(text);
+    out->push_back('"');
+    return;
+  }
   for (unsigned char c : text) {
     switch (c) {
       case '"':
@@ -58,7 +69,15 @@ void AppendDouble(double value, std::string* out) {
   }
 }
 
-void AppendMessage(const Message& message, int depth, std::string* out);
+// A message's type: looked up once per repeated field, not per element
+// (each GetDescriptor/GetReflection call costs a descriptor-table check).
+struct MessageType {
+  const google::protobuf::Descriptor* descriptor;
+  const Reflection* reflection;
+};
+
+void AppendMessage(const Message& message, const MessageType& type, int depth,
+                   std::string* out);
 
 void Indent(int depth, std::string* out) {
   out->push_back('\n');
@@ -66,9 +85,9 @@ void Indent(int depth, std::string* out) {
 }
 
 // One value of `field` (element `index` when repeated).
-void AppendValue(const Message& m, const FieldDescriptor* field, int index,
-                 int depth, std::string* out) {
-  const Reflection* r = m.GetReflection();
+void AppendValue(const Message& m, const Reflection* r,
+                 const FieldDescriptor* field, int index, int depth,
+                 const MessageType* element_type, std::string* out) {
   const bool rep = field->is_repeated();
   switch (field->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
@@ -117,17 +136,23 @@ void AppendValue(const Message& m, const FieldDescriptor* field, int index,
           rep ? r->GetRepeatedString(m, field, index) : r->GetString(m, field),
           out);
       break;
-    case FieldDescriptor::CPPTYPE_MESSAGE:
-      AppendMessage(rep ? r->GetRepeatedMessage(m, field, index)
-                        : r->GetMessage(m, field),
+    case FieldDescriptor::CPPTYPE_MESSAGE: {
+      const Message& value = rep ? r->GetRepeatedMessage(m, field, index)
+                                 : r->GetMessage(m, field);
+      AppendMessage(value,
+                    element_type ? *element_type
+                                 : MessageType{value.GetDescriptor(),
+                                               value.GetReflection()},
                     depth, out);
       break;
+    }
   }
 }
 
-void AppendMessage(const Message& message, int depth, std::string* out) {
-  const auto* descriptor = message.GetDescriptor();
-  const Reflection* r = message.GetReflection();
+void AppendMessage(const Message& message, const MessageType& type, int depth,
+                   std::string* out) {
+  const auto* descriptor = type.descriptor;
+  const Reflection* r = type.reflection;
   out->push_back('{');
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const FieldDescriptor* field = descriptor->field(i);
@@ -143,14 +168,15 @@ void AppendMessage(const Message& message, int depth, std::string* out) {
       const int size = r->FieldSize(message, field);
       for (int e = 0; e < size; ++e) {
         const Message& entry = r->GetRepeatedMessage(message, field, e);
+        const Reflection* er = entry.GetReflection();
         if (e > 0) out->push_back(',');
         Indent(depth + 2, out);
         if (key->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-          AppendValue(entry, key, 0, depth + 2, out);
+          AppendValue(entry, er, key, 0, depth + 2, nullptr, out);
         } else {
           out->push_back('"');
           std::string number;
-          AppendValue(entry, key, 0, depth + 2, &number);
+          AppendValue(entry, er, key, 0, depth + 2, nullptr, &number);
           if (!number.empty() && number.front() == '"') {
             number = number.substr(1, number.size() - 2);
           }
@@ -158,22 +184,29 @@ void AppendMessage(const Message& message, int depth, std::string* out) {
           out->push_back('"');
         }
         out->append(": ");
-        AppendValue(entry, value, 0, depth + 2, out);
+        AppendValue(entry, er, value, 0, depth + 2, nullptr, out);
       }
       if (size > 0) Indent(depth + 1, out);
       out->push_back('}');
     } else if (field->is_repeated()) {
       out->push_back('[');
       const int size = r->FieldSize(message, field);
+      std::optional<MessageType> element_type;
+      if (size > 0 && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const Message& first = r->GetRepeatedMessage(message, field, 0);
+        element_type =
+            MessageType{first.GetDescriptor(), first.GetReflection()};
+      }
       for (int e = 0; e < size; ++e) {
         if (e > 0) out->push_back(',');
         Indent(depth + 2, out);
-        AppendValue(message, field, e, depth + 2, out);
+        AppendValue(message, r, field, e, depth + 2,
+                    element_type ? &*element_type : nullptr, out);
       }
       if (size > 0) Indent(depth + 1, out);
       out->push_back(']');
     } else {
-      AppendValue(message, field, 0, depth + 1, out);
+      AppendValue(message, r, field, 0, depth + 1, nullptr, out);
     }
   }
   if (descriptor->field_count() > 0) Indent(depth, out);
@@ -184,7 +217,9 @@ void AppendMessage(const Message& message, int depth, std::string* out) {
 
 std::string MessageToJson(const Message& message) {
   std::string out;
-  AppendMessage(message, 0, &out);
+  AppendMessage(message,
+                MessageType{message.GetDescriptor(), message.GetReflection()},
+                0, &out);
   out.push_back('\n');
   return out;
 }
