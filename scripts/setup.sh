@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 packages=(cmake g++ make ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libabsl-dev
-  libgloo-dev)
+  libgloo-dev libssl-dev)
 tests=0
 if [ "${1:-}" = "--tests" ]; then
   tests=1
