@@ -38,6 +38,8 @@ struct AgentOptions {
   // Without a word from the coordinator for this long, workers are stopped
   // (no worker runs unsupervised) and the agent reconnects.
   std::chrono::milliseconds lease{4000};
+  // Heartbeats as UDP datagrams when the coordinator offers them.
+  bool udp_heartbeats = true;
   // A worker that does not touch TRL_HEARTBEAT_FILE for this long is hung
   // and killed; zero disables the check.
   std::chrono::milliseconds worker_heartbeat_timeout{0};

@@ -24,6 +24,7 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.log_dir = flags.log_dir;
   options.heartbeat_interval = Millis(flags.heartbeat_interval_s);
   options.lease = Millis(flags.LeaseSeconds());
+  options.udp_heartbeats = !flags.no_udp_heartbeats;
   options.worker_heartbeat_timeout = Millis(flags.worker_heartbeat_timeout_s);
   options.connect_timeout = Millis(flags.rdzv_timeout_s);
   options.tls_cert = flags.tls_cert;

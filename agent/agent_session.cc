@@ -92,6 +92,9 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
         } else {
           Log()->info("machine {} registered with job {}",
                       registration.machine_rank(), reply.job_id());
+          if (reply.heartbeat_udp_port() > 0 && options_.udp_heartbeats) {
+            UseUdpHeartbeats(registration.machine_rank(), reply);
+          }
         }
         break;
       }
@@ -165,6 +168,21 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   return *end;
 }
 
+void AgentSession::UseUdpHeartbeats(int machine_rank,
+                                    const pb::RegistrationReply& reply) {
+  auto sender = UdpHeartbeatSender::Open(
+      options_.coordinator_host, reply.heartbeat_udp_port(), machine_rank,
+      reply.heartbeat_session(), reply.heartbeat_key());
+  if (!sender.ok()) {
+    Log()->warn("heartbeats stay on the gRPC stream: {}",
+                std::string(sender.status().message()));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(write_mutex_);
+  udp_ = *std::move(sender);
+  heartbeat_wakeup_.notify_all();
+}
+
 void AgentSession::HeartbeatLoop() {
   pb::AgentMessage beat;
   beat.mutable_heartbeat();
@@ -174,12 +192,25 @@ void AgentSession::HeartbeatLoop() {
   // Wake often enough to notice the lease's end in time.
   const auto period = std::min<std::chrono::milliseconds>(
       options_.heartbeat_interval, std::chrono::milliseconds(250));
+  // Datagrams alone while their acks come back; the stream as well when
+  // none came for 1.5 intervals (a firewall, a lost datagram), so the
+  // coordinator's 3-interval timeout is never reached for want of UDP.
+  const auto udp_trusted_for = options_.heartbeat_interval * 3 / 2;
+  std::optional<steady_clock::time_point> last_udp_ack;
   auto next_beat = steady_clock::now();
   std::unique_lock<std::mutex> lock(write_mutex_);
   while (open_) {
-    if (steady_clock::now() >= next_beat) {
-      stream_->Write(beat);
-      next_beat = steady_clock::now() + options_.heartbeat_interval;
+    const auto now = steady_clock::now();
+    if (udp_ && udp_->ReadAcks() > 0) {
+      last_udp_ack = now;
+      last_heard_ns_ = NowNs();
+    }
+    if (now >= next_beat) {
+      if (udp_) udp_->SendHeartbeat();
+      if (!udp_ || !last_udp_ack || now - *last_udp_ack > udp_trusted_for) {
+        stream_->Write(beat);
+      }
+      next_beat = now + options_.heartbeat_interval;
     }
     if (NowNs() - last_heard_ns_ > lease_ns) {
       lease_expired_ = true;

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "agent/agent.h"
+#include "agent/udp_heartbeat_sender.h"
 #include "agent/worker_group.h"
 #include "proto/trl_launch.grpc.pb.h"
 
@@ -47,6 +48,10 @@ class AgentSession {
  private:
   bool Write(const trl::launch::v1::AgentMessage& message);
   void HeartbeatLoop();
+  // Sends heartbeats as datagrams from now on (the stream stays the
+  // fallback).
+  void UseUdpHeartbeats(int machine_rank,
+                        const trl::launch::v1::RegistrationReply& reply);
   void StartWorkers(const trl::launch::v1::Assignment& assignment);
   void ReportExit(int64_t generation, int local_rank,
                   const WorkerOutcome& outcome);
@@ -65,6 +70,9 @@ class AgentSession {
 
   std::mutex write_mutex_;
   bool open_ = false;  // guarded by write_mutex_
+  // Heartbeats over UDP, once the coordinator offered them; guarded by
+  // write_mutex_.
+  std::unique_ptr<UdpHeartbeatSender> udp_;
   std::condition_variable heartbeat_wakeup_;
   // When the coordinator was last heard from (steady clock, in ns).
   std::atomic<int64_t> last_heard_ns_{0};

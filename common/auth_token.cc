@@ -18,16 +18,22 @@
 
 namespace trl {
 
-absl::StatusOr<std::string> RandomToken() {
-  unsigned char bytes[32];
+absl::StatusOr<std::string> RandomBytes(size_t count) {
+  std::string bytes(count, '\0');
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || read(fd, bytes, sizeof(bytes)) != sizeof(bytes)) {
+  if (fd < 0 || read(fd, bytes.data(), count) != static_cast<ssize_t>(count)) {
     if (fd >= 0) close(fd);
     return absl::UnavailableError("cannot read /dev/urandom");
   }
   close(fd);
+  return bytes;
+}
+
+absl::StatusOr<std::string> RandomToken() {
+  auto bytes = RandomBytes(32);
+  if (!bytes.ok()) return bytes.status();
   std::string hex;
-  for (unsigned char byte : bytes) absl::StrAppendFormat(&hex, "%02x", byte);
+  for (unsigned char byte : *bytes) absl::StrAppendFormat(&hex, "%02x", byte);
   return hex;
 }
 

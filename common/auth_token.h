@@ -19,6 +19,9 @@ std::string DefaultTokenPath();
 // 32 random bytes from /dev/urandom, as 64 hex digits.
 absl::StatusOr<std::string> RandomToken();
 
+// `count` bytes from the kernel's random source.
+absl::StatusOr<std::string> RandomBytes(size_t count);
+
 struct TokenSource {
   std::string token_file;          // --auth_token_file; "" for the default
   std::string environment;         // TRL_AUTH_TOKEN's value, if set

@@ -115,6 +115,10 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "Seconds an agent keeps workers running without hearing "
                  "from the coordinator (default: heartbeat_interval x "
                  "heartbeat_misses + 1)");
+  app.add_flag(FlagNames("no_udp_heartbeats"), o.no_udp_heartbeats,
+               "Send heartbeats on the gRPC stream, not as UDP datagrams to "
+               "main_process_port (agents fall back to the stream by "
+               "themselves when datagrams get no answer)");
   app.add_option(FlagNames("auth_token_file"), o.auth_token_file,
                  "File holding the shared auth token (default: "
                  "TRL_AUTH_TOKEN, else ~/.trl/token)");

@@ -53,6 +53,9 @@ struct LaunchOptions {
   // How long an agent keeps workers running without hearing from the
   // coordinator; 0 means heartbeat_interval * heartbeat_misses + 1 s.
   double lease_s = 0;
+  // Heartbeats stay on the gRPC stream instead of UDP datagrams on
+  // main_process_port (common/heartbeat_datagram.h).
+  bool no_udp_heartbeats = false;
   // Take machine_rank, num_machines, main_process_ip and the processes
   // per node from Slurm's variables (common/slurm_job.h).
   bool slurm = false;

@@ -33,6 +33,7 @@
 #include "coordinator/ps_client.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/store_service.h"
+#include "coordinator/udp_heartbeat_server.h"
 
 namespace {
 
@@ -189,6 +190,22 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       store.service(),
       static_cast<int>(Millis(o.connection_idle_timeout_s).count()));
   if (!server.ok()) return Fail(std::string(server.status().message()));
+  // Heartbeats as UDP datagrams on the same port, if it can be bound.
+  std::unique_ptr<trl::UdpHeartbeatServer> udp_heartbeats;
+  if (!o.no_udp_heartbeats) {
+    auto udp =
+        trl::UdpHeartbeatServer::Start(*host, config->main_process_port, &core);
+    if (udp.ok()) {
+      udp_heartbeats = *std::move(udp);
+      core.OfferUdpHeartbeats(config->main_process_port, [](size_t count) {
+        auto bytes = trl::RandomBytes(count);
+        return bytes.ok() ? *bytes : std::string();
+      });
+    } else {
+      log->warn("{}; heartbeats stay on the gRPC stream",
+                std::string(udp.status().message()));
+    }
+  }
   log->info(
       "job {}: coordinator on {}, waiting for {} machine(s), {} "
       "process(es) in all",

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/heartbeat_datagram.h"
 #include "common/logging.h"
 #include "common/worker_environment.h"
 #include "coordinator/job_status.h"
@@ -99,6 +100,7 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
       break;
     }
     case pb::AgentMessage::kHeartbeat: {
+      agent.heartbeat_via = "stream";
       if (agent.last_ack == TimePoint{} ||
           now - agent.last_ack >= agent.ack_every) {
         pb::CoordinatorMessage ack;
@@ -143,10 +145,28 @@ void Coordinator::HandleRegistration(AgentLink* link,
   }
   // Acknowledge heartbeats every lease / 3: the agent's lease is kept with
   // two acks to spare, at half the messages of one ack per heartbeat.
-  registered_[link] =
-      Registered{info.machine_rank,
-                 std::chrono::milliseconds(std::max(0, request.lease_ms()) / 3),
-                 {}};
+  Registered& agent = registered_[link];
+  agent.machine_rank = info.machine_rank;
+  agent.ack_every =
+      std::chrono::milliseconds(std::max(0, request.lease_ms()) / 3);
+  if (udp_port_ > 0) {
+    const std::string session = random_bytes_(8);
+    agent.udp_key = random_bytes_(kHeartbeatKeySize);
+    for (unsigned char byte : session) {
+      agent.udp_session = (agent.udp_session << 8) | byte;
+    }
+    if (session.size() == 8 && agent.udp_key.size() == kHeartbeatKeySize &&
+        agent.udp_session != 0 && !by_udp_session_.count(agent.udp_session)) {
+      by_udp_session_[agent.udp_session] = link;
+      auto* offer = reply.mutable_registration_reply();
+      offer->set_heartbeat_udp_port(udp_port_);
+      offer->set_heartbeat_session(agent.udp_session);
+      offer->set_heartbeat_key(agent.udp_key);
+    } else {
+      agent.udp_session = 0;  // no randomness: heartbeats stay on the stream
+      agent.udp_key.clear();
+    }
+  }
   link->Send(reply);
   Log()->info(
       "machine {} registered: host {}, address {} ({}), {} workers; "
@@ -235,7 +255,7 @@ void Coordinator::Execute(const Decision& decision) {
       stop.mutable_stop()->set_reason("this machine was declared lost");
       it->first->Send(stop);
       it->first->Close();
-      it = registered_.erase(it);
+      it = Unregister(it);
     }
   }
   if (decision.stop_generation) {
@@ -292,7 +312,7 @@ void Coordinator::OnDisconnected(AgentLink* link) {
   auto found = registered_.find(link);
   if (found != registered_.end()) {
     const int m = found->second.machine_rank;
-    registered_.erase(found);
+    Unregister(found);
     if (!IsFinished(machine_.phase())) {
       Log()->warn("the agent of machine {} disconnected", m);
     }
@@ -310,9 +330,77 @@ void Coordinator::RequestStop(const std::string& reason, int exit_code,
   Execute(machine_.Tick(clock_()));
 }
 
+std::map<AgentLink*, Coordinator::Registered>::iterator Coordinator::Unregister(
+    std::map<AgentLink*, Registered>::iterator it) {
+  if (it->second.udp_session != 0)
+    by_udp_session_.erase(it->second.udp_session);
+  return registered_.erase(it);
+}
+
+void Coordinator::OfferUdpHeartbeats(
+    int port, std::function<std::string(size_t)> random_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  udp_port_ = port;
+  random_bytes_ = std::move(random_bytes);
+}
+
+std::vector<Coordinator::DatagramReply> Coordinator::OnHeartbeatDatagrams(
+    const std::vector<std::string_view>& datagrams) {
+  std::vector<DatagramReply> replies;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const TimePoint now = clock_();
+  for (size_t i = 0; i < datagrams.size(); ++i) {
+    const auto beat = ParseHeartbeat(datagrams[i]);
+    const char* refused = nullptr;
+    auto link =
+        beat ? by_udp_session_.find(beat->session) : by_udp_session_.end();
+    Registered* agent =
+        link != by_udp_session_.end() ? &registered_.at(link->second) : nullptr;
+    if (!beat || beat->kind != HeartbeatKind::kHeartbeat) {
+      refused = "not a heartbeat";
+    } else if (agent == nullptr) {
+      refused = "no registered stream has its session";
+    } else if (static_cast<int64_t>(beat->machine_rank) !=
+                   agent->machine_rank ||
+               !HeartbeatSignedWith(datagrams[i], agent->udp_key)) {
+      refused = "bad signature";
+    } else if (beat->counter <= agent->udp_counter) {
+      refused = "replayed";
+    }
+    if (refused != nullptr) {
+      // Logged once: a flood of bad datagrams must not flood the log.
+      if (!told_of_bad_datagram_) {
+        Log()->warn(
+            "dropped a heartbeat datagram ({}); later ones are "
+            "dropped without a word",
+            refused);
+        told_of_bad_datagram_ = true;
+      }
+      continue;
+    }
+    agent->udp_counter = beat->counter;
+    agent->heartbeat_via = "udp";
+    machine_.Heartbeat(agent->machine_rank, now);
+    HeartbeatDatagram ack = *beat;
+    ack.kind = HeartbeatKind::kAck;
+    replies.push_back({i, EncodeHeartbeat(ack, agent->udp_key)});
+  }
+  return replies;
+}
+
 pb::JobStatus Coordinator::Status() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return DescribeJob(machine_, clock_());
+  pb::JobStatus status = DescribeJob(machine_, clock_());
+  std::unordered_map<int, const char*> via;
+  for (const auto& [link, agent] : registered_) {
+    via[agent.machine_rank] = agent.heartbeat_via;
+  }
+  for (auto& node : *status.mutable_nodes()) {
+    if (auto found = via.find(node.machine_rank()); found != via.end()) {
+      node.set_heartbeat_via(found->second);
+    }
+  }
+  return status;
 }
 
 std::optional<JobOutcome> Coordinator::WaitForOutcome(TimePoint deadline) {

@@ -18,6 +18,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -84,6 +86,20 @@ class Coordinator {
   trl::launch::v1::JobStatus Status() const;
   const std::string& job_id() const { return options_.job_id; }
 
+  // Offers heartbeats over UDP on `port` to agents that register from now
+  // on; `random_bytes(n)` gives each stream its session and key.
+  void OfferUdpHeartbeats(int port,
+                          std::function<std::string(size_t)> random_bytes);
+  // A batch of datagrams read from the UDP port: each that is a heartbeat
+  // of a registered stream's session, correctly signed and newer than the
+  // last, counts as that agent's heartbeat and gets an ack.
+  struct DatagramReply {
+    size_t index;  // of the datagram answered
+    std::string bytes;
+  };
+  std::vector<DatagramReply> OnHeartbeatDatagrams(
+      const std::vector<std::string_view>& datagrams);
+
   // Blocks until the job has ended or the deadline passed.
   std::optional<JobOutcome> WaitForOutcome(TimePoint deadline);
   // Blocks until every agent stream has ended or the deadline passed.
@@ -111,8 +127,21 @@ class Coordinator {
     int machine_rank = 0;
     std::chrono::milliseconds ack_every{0};  // 0: every heartbeat
     TimePoint last_ack;
+    // UDP heartbeats, if offered: 0 / empty otherwise.
+    uint64_t udp_session = 0;
+    std::string udp_key;
+    uint64_t udp_counter = 0;        // the last accepted
+    const char* heartbeat_via = "";  // "udp" or "stream" once one came
   };
   std::map<AgentLink*, Registered> registered_;
+  // Registered streams by UDP session.
+  std::unordered_map<uint64_t, AgentLink*> by_udp_session_;
+  int udp_port_ = 0;  // 0: UDP heartbeats not offered
+  std::function<std::string(size_t)> random_bytes_;
+  bool told_of_bad_datagram_ = false;
+  // Ends a registered stream's entry (and its UDP session).
+  std::map<AgentLink*, Registered>::iterator Unregister(
+      std::map<AgentLink*, Registered>::iterator it);
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
 };
 

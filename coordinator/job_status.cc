@@ -88,10 +88,11 @@ std::string FormatJobTable(const pb::JobStatus& s) {
   absl::StrAppendFormat(&out, "\n%-8s %-20s %-16s %-14s %-8s %s\n", "MACHINE",
                         "HOST", "ADDRESS", "STATE", "WORKERS", "HEARTBEAT");
   for (const auto& node : s.nodes()) {
-    absl::StrAppendFormat(&out, "%-8d %-20s %-16s %-14s %-8d %.1fs ago\n",
-                          node.machine_rank(), node.hostname(), node.address(),
-                          node.state(), node.workers(),
-                          node.last_heartbeat_age_s());
+    absl::StrAppendFormat(
+        &out, "%-8d %-20s %-16s %-14s %-8d %.1fs ago%s\n", node.machine_rank(),
+        node.hostname(), node.address(), node.state(), node.workers(),
+        node.last_heartbeat_age_s(),
+        node.heartbeat_via().empty() ? "" : " (" + node.heartbeat_via() + ")");
   }
   if (s.ranks_size() > 0) {
     absl::StrAppendFormat(&out, "\n%-6s %-6s %-8s %-8s %-10s %s\n", "RANK",

@@ -1,0 +1,45 @@
+// The agent's end of heartbeats over UDP (common/heartbeat_datagram.h): a
+// socket connected to the coordinator's port that sends signed heartbeats
+// with a rising counter and reads the coordinator's acks.
+#ifndef TRL_AGENT_UDP_HEARTBEAT_SENDER_H_
+#define TRL_AGENT_UDP_HEARTBEAT_SENDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace trl {
+
+class UdpHeartbeatSender {
+ public:
+  // A socket connected to host:port (numeric host), for the session and
+  // key the coordinator gave this stream.
+  static absl::StatusOr<std::unique_ptr<UdpHeartbeatSender>> Open(
+      const std::string& host, int port, int machine_rank, uint64_t session,
+      std::string key);
+  ~UdpHeartbeatSender();
+  UdpHeartbeatSender(const UdpHeartbeatSender&) = delete;
+  UdpHeartbeatSender& operator=(const UdpHeartbeatSender&) = delete;
+
+  // Sends the next heartbeat; false if the kernel refused it.
+  bool SendHeartbeat();
+  // Reads every datagram waiting, without blocking; returns how many were
+  // valid acks of this session (others are dropped).
+  int ReadAcks();
+
+ private:
+  UdpHeartbeatSender(int fd, int machine_rank, uint64_t session,
+                     std::string key);
+
+  const int fd_;
+  const int machine_rank_;
+  const uint64_t session_;
+  const std::string key_;
+  uint64_t counter_ = 0;
+};
+
+}  // namespace trl
+
+#endif  // TRL_AGENT_UDP_HEARTBEAT_SENDER_H_

@@ -1,0 +1,115 @@
+#include "coordinator/udp_heartbeat_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/heartbeat_datagram.h"
+#include "common/network.h"
+
+namespace trl {
+namespace {
+
+// Datagrams read per call: 4096 agents at 1 Hz arrive at ~4 per ms.
+constexpr int kBatch = 64;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UdpHeartbeatServer>> UdpHeartbeatServer::Start(
+    const std::string& host, int port, Coordinator* core) {
+  const auto address = NumericSocketAddress(host, port);
+  if (!address) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", host, "' is not a numeric address"));
+  }
+  const int fd =
+      socket(address->family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a UDP socket: ", strerror(errno)));
+  }
+  if (bind(fd, address->get(), address->length) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::UnavailableError(absl::StrCat(
+        "cannot bind UDP ", JoinHostPort(host, port), ": ", strerror(error)));
+  }
+  return std::unique_ptr<UdpHeartbeatServer>(new UdpHeartbeatServer(fd, core));
+}
+
+UdpHeartbeatServer::UdpHeartbeatServer(int fd, Coordinator* core)
+    : fd_(fd), core_(core) {
+  if (pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
+  thread_ = std::thread([this] { Serve(); });
+}
+
+UdpHeartbeatServer::~UdpHeartbeatServer() {
+  if (wake_[1] >= 0) {
+    char byte = 1;
+    ssize_t ignored = write(wake_[1], &byte, 1);
+    (void)ignored;
+  }
+  thread_.join();
+  for (int fd : {fd_, wake_[0], wake_[1]}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void UdpHeartbeatServer::Serve() {
+  std::array<std::array<char, kHeartbeatDatagramSize + 1>, kBatch> buffers;
+  std::array<sockaddr_storage, kBatch> senders;
+  std::array<iovec, kBatch> in_iov;
+  std::array<mmsghdr, kBatch> in;
+  while (true) {
+    pollfd polls[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    if (poll(polls, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (polls[1].revents != 0) return;  // being destroyed
+    for (int i = 0; i < kBatch; ++i) {
+      // One byte more than a datagram: a longer one shows as too long.
+      in_iov[i] = {buffers[i].data(), buffers[i].size()};
+      in[i] = {};
+      in[i].msg_hdr.msg_iov = &in_iov[i];
+      in[i].msg_hdr.msg_iovlen = 1;
+      in[i].msg_hdr.msg_name = &senders[i];
+      in[i].msg_hdr.msg_namelen = sizeof(senders[i]);
+    }
+    const int received =
+        recvmmsg(fd_, in.data(), kBatch, MSG_DONTWAIT, nullptr);
+    if (received <= 0) continue;
+    std::vector<std::string_view> datagrams;
+    datagrams.reserve(received);
+    for (int i = 0; i < received; ++i) {
+      datagrams.emplace_back(buffers[i].data(), in[i].msg_len);
+    }
+    const auto replies = core_->OnHeartbeatDatagrams(datagrams);
+    if (replies.empty()) continue;
+    std::vector<iovec> out_iov(replies.size());
+    std::vector<mmsghdr> out(replies.size());
+    for (size_t r = 0; r < replies.size(); ++r) {
+      const size_t from = replies[r].index;
+      out_iov[r] = {const_cast<char*>(replies[r].bytes.data()),
+                    replies[r].bytes.size()};
+      out[r] = {};
+      out[r].msg_hdr.msg_iov = &out_iov[r];
+      out[r].msg_hdr.msg_iovlen = 1;
+      out[r].msg_hdr.msg_name = &senders[from];
+      out[r].msg_hdr.msg_namelen = in[from].msg_hdr.msg_namelen;
+    }
+    // Acks that do not fit the socket's buffer are dropped: the agent's
+    // lease tolerates a lost one, and this thread must not block.
+    sendmmsg(fd_, out.data(), static_cast<unsigned>(out.size()), MSG_DONTWAIT);
+  }
+}
+
+}  // namespace trl
