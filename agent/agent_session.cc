@@ -192,24 +192,19 @@ void AgentSession::HeartbeatLoop() {
   // Wake often enough to notice the lease's end in time.
   const auto period = std::min<std::chrono::milliseconds>(
       options_.heartbeat_interval, std::chrono::milliseconds(250));
-  // Datagrams alone while their acks come back; the stream as well when
-  // none came for 1.5 intervals (a firewall, a lost datagram), so the
-  // coordinator's 3-interval timeout is never reached for want of UDP.
-  const auto udp_trusted_for = options_.heartbeat_interval * 3 / 2;
-  std::optional<steady_clock::time_point> last_udp_ack;
   auto next_beat = steady_clock::now();
   std::unique_lock<std::mutex> lock(write_mutex_);
   while (open_) {
     const auto now = steady_clock::now();
-    if (udp_ && udp_->ReadAcks() > 0) {
-      last_udp_ack = now;
-      last_heard_ns_ = NowNs();
-    }
+    if (udp_ && udp_->ReadAcks() > 0) last_heard_ns_ = NowNs();
     if (now >= next_beat) {
+      // Datagrams alone while each is acknowledged before the next is
+      // due; the stream as well while one is not (a firewall, a lost
+      // datagram): the coordinator then hears from this agent at least
+      // every 2 intervals, within its 3-interval timeout.
+      const bool udp_heard = udp_ && udp_->LastHeartbeatAcked();
       if (udp_) udp_->SendHeartbeat();
-      if (!udp_ || !last_udp_ack || now - *last_udp_ack > udp_trusted_for) {
-        stream_->Write(beat);
-      }
+      if (!udp_heard) stream_->Write(beat);
       next_beat = now + options_.heartbeat_interval;
     }
     if (NowNs() - last_heard_ns_ > lease_ns) {
@@ -217,7 +212,9 @@ void AgentSession::HeartbeatLoop() {
       context_.TryCancel();  // Read returns false: the session ends
       break;
     }
-    heartbeat_wakeup_.wait_for(lock, period);
+    // At the next beat, or sooner to keep an eye on the lease.
+    heartbeat_wakeup_.wait_until(
+        lock, std::min(next_beat, steady_clock::now() + period));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string_view>
 
@@ -78,6 +79,7 @@ int UdpHeartbeatSender::ReadAcks() {
         ack->machine_rank == static_cast<uint32_t>(machine_rank_) &&
         ack->counter <= counter_ && HeartbeatSignedWith(bytes, key_)) {
       ++acks;
+      acked_ = std::max(acked_, ack->counter);
     }
   }
 }

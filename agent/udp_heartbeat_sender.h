@@ -28,6 +28,9 @@ class UdpHeartbeatSender {
   // Reads every datagram waiting, without blocking; returns how many were
   // valid acks of this session (others are dropped).
   int ReadAcks();
+  // Whether the last heartbeat sent has been acknowledged (false before
+  // the first).
+  bool LastHeartbeatAcked() const { return counter_ > 0 && acked_ == counter_; }
 
  private:
   UdpHeartbeatSender(int fd, int machine_rank, uint64_t session,
@@ -37,7 +40,8 @@ class UdpHeartbeatSender {
   const int machine_rank_;
   const uint64_t session_;
   const std::string key_;
-  uint64_t counter_ = 0;
+  uint64_t counter_ = 0;  // of the last heartbeat sent
+  uint64_t acked_ = 0;    // the highest acknowledged
 };
 
 }  // namespace trl

@@ -249,12 +249,15 @@ void Coordinator::Execute(const Decision& decision) {
       }
       Log()->warn("machine {} is lost: {}", lost,
                   machine_.nodes().at(lost).lost_reason);
-      // Fencing: if it still hears us, it stops whatever it runs.
+      // Fencing: if it still hears us, it stops whatever it runs. Its
+      // stream stays open until the generation has stopped: if the loss
+      // ends the job, it hears that (and does not wait to rejoin a job
+      // that is over); if not, it is closed then and the agent rejoins.
       pb::CoordinatorMessage stop;
       stop.mutable_stop()->set_generation(machine_.generation());
       stop.mutable_stop()->set_reason("this machine was declared lost");
       it->first->Send(stop);
-      it->first->Close();
+      fenced_.insert(it->first);
       it = Unregister(it);
     }
   }
@@ -278,7 +281,12 @@ void Coordinator::Execute(const Decision& decision) {
       link->Send(finished);
       link->Close();
     }
+    fenced_.clear();
     if (!options_.state_file.empty()) RemoveJobRecord(options_.state_file);
+  }
+  if (!fenced_.empty() && machine_.phase() != JobPhase::kStopping) {
+    for (AgentLink* link : fenced_) link->Close();
+    fenced_.clear();
   }
   if (decision.start_generation && !decision.finished) StartGeneration();
   changed_.notify_all();
@@ -309,6 +317,7 @@ void Coordinator::SendToRegistered(const pb::CoordinatorMessage& message) {
 void Coordinator::OnDisconnected(AgentLink* link) {
   std::lock_guard<std::mutex> lock(mutex_);
   links_.erase(link);
+  fenced_.erase(link);
   auto found = registered_.find(link);
   if (found != registered_.end()) {
     const int m = found->second.machine_rank;

@@ -121,6 +121,8 @@ class Coordinator {
   std::condition_variable changed_;
   JobStateMachine machine_;
   std::set<AgentLink*> links_;
+  // Streams of machines declared lost, open until their generation stopped.
+  std::set<AgentLink*> fenced_;
   // A registered agent's stream: its machine and when its heartbeats are
   // acknowledged.
   struct Registered {

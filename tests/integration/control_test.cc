@@ -1,6 +1,5 @@
 // Driving a job like a user: `trl-coord ps` while it runs, Ctrl-C, and bad
 // input that must be refused before anything starts.
-#include <google/protobuf/util/json_util.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,43 +7,13 @@
 #include <regex>
 
 #include "proto/trl_launch.pb.h"
+#include "tests/integration/job_status_probe.h"
 #include "tests/integration/launcher_fixture.h"
 
 namespace trl::testing {
 namespace {
 
 namespace pb = trl::launch::v1;
-
-std::optional<pb::JobStatus> PsJson(int port) {
-  Subprocess ps({TRL_COORD_BIN, "ps", "--address",
-                 "127.0.0.1:" + std::to_string(port), "--json"});
-  if (ps.Wait(seconds(10)) != 0) return std::nullopt;
-  pb::JobStatus status;
-  if (!google::protobuf::util::JsonStringToMessage(ps.Stdout(), &status).ok()) {
-    return std::nullopt;
-  }
-  return status;
-}
-
-// Waits until ps shows every rank of the job running, and returns that view.
-pb::JobStatus WaitUntilRunning(int port, int world_size) {
-  pb::JobStatus seen;
-  WaitUntil(
-      [&] {
-        auto status = PsJson(port);
-        if (!status || status->state() != "running" ||
-            status->ranks_size() != world_size) {
-          return false;
-        }
-        for (const auto& rank : status->ranks()) {
-          if (rank.state() != "running") return false;
-        }
-        seen = *status;
-        return true;
-      },
-      seconds(30));
-  return seen;
-}
 
 TEST_F(LauncherTest, PsShowsTheRunningJob) {
   auto agent = StartAgent(2, 4, 1);

@@ -20,11 +20,14 @@ class ReplyLink : public AgentLink {
   void Send(const pb::CoordinatorMessage& message) override {
     if (message.has_registration_reply()) reply = message.registration_reply();
     if (message.has_stop()) stopped = true;
+    if (message.has_finished()) finished = message.finished().state();
   }
-  void Close() override {}
+  void Close() override { closed = true; }
   std::string Peer() const override { return "test"; }
   pb::RegistrationReply reply;
   bool stopped = false;
+  std::string finished;  // the job's final state, once told
+  bool closed = false;
 };
 
 class HeartbeatDatagramsTest : public ::testing::Test {
@@ -194,6 +197,30 @@ TEST_F(HeartbeatDatagramsTest, ForgedReplayedAndStrangeDatagramsAreDropped) {
     core_->Tick();
   }
   EXPECT_TRUE(a.stopped);
+}
+
+TEST_F(HeartbeatDatagramsTest, AMachineWhoseLossEndsTheJobIsToldItEnded) {
+  // No restarts left: losing machine 1 fails the job. Machine 1 is told to
+  // stop, and that the job is over, so that it does not wait to rejoin.
+  ReplyLink a, b;
+  Register(&a, 0);
+  Register(&b, 1);
+  for (uint64_t counter = 1; counter <= 5; ++counter) {
+    now_ += seconds(1);
+    Acked({Beat(a, 0, counter)});
+    core_->Tick();
+  }
+  EXPECT_TRUE(b.stopped);
+  EXPECT_FALSE(b.closed);  // until the generation has stopped
+  // Machine 0's worker ends on the stop order: the job has failed.
+  pb::AgentMessage exited;
+  exited.mutable_worker_exited()->set_generation(0);
+  exited.mutable_worker_exited()->set_local_rank(0);
+  exited.mutable_worker_exited()->set_signal(15);
+  core_->OnMessage(&a, exited);
+  EXPECT_EQ(b.finished, "failed");
+  EXPECT_TRUE(b.closed);
+  EXPECT_EQ(a.finished, "failed");
 }
 
 TEST_F(HeartbeatDatagramsTest, AnEndedStreamsSessionIsNoLongerHeard) {
