@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/agent_channel.h"
 #include "agent/agent_session.h"
 #include "common/logging.h"
 #include "common/network.h"
@@ -22,23 +23,6 @@ using std::chrono::steady_clock;
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("agent"); }
-
-std::shared_ptr<grpc::Channel> CoordinatorChannel(
-    const std::string& target,
-    const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args.SetMaxReceiveMessageSize(4 << 20);
-  // A connection of its own: after a lost session the agent starts afresh
-  // instead of reusing a TCP connection that a partition left stale.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(target, credentials, args);
-}
 
 }  // namespace
 
@@ -84,7 +68,7 @@ bool Agent::WaitForCoordinator(
   }
   // The port answers: a fresh channel connects now, with no backoff left
   // from failed attempts.
-  channel = CoordinatorChannel(target, credentials);
+  channel = AgentChannel(target, credentials);
   while (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                     std::chrono::milliseconds(200))) {
     if (!keep_waiting()) return false;
@@ -99,7 +83,7 @@ int Agent::Run() {
     Log()->error("{}", std::string(credentials.status().message()));
     return 2;
   }
-  auto channel = CoordinatorChannel(
+  auto channel = AgentChannel(
       JoinHostPort(options_.coordinator_host, options_.coordinator_port),
       *credentials);
   // Per-rank files when no log_dir is given; removed when the agent ends.
@@ -175,7 +159,7 @@ int Agent::Run() {
     }
     exit_code = end.exit_code;
     if (end.kind != AgentSession::End::kLost) break;
-    channel = CoordinatorChannel(
+    channel = AgentChannel(
         JoinHostPort(options_.coordinator_host, options_.coordinator_port),
         *credentials);
     if (StopExitCode() != 0) {

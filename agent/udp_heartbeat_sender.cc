@@ -44,10 +44,7 @@ absl::StatusOr<std::unique_ptr<UdpHeartbeatSender>> UdpHeartbeatSender::Open(
 
 UdpHeartbeatSender::UdpHeartbeatSender(int fd, int machine_rank,
                                        uint64_t session, std::string key)
-    : fd_(fd),
-      machine_rank_(machine_rank),
-      session_(session),
-      key_(std::move(key)) {}
+    : fd_(fd), machine_rank_(machine_rank), session_(session), key_(key) {}
 
 UdpHeartbeatSender::~UdpHeartbeatSender() { close(fd_); }
 

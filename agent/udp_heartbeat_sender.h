@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/heartbeat_datagram.h"
 
 namespace trl {
 
@@ -39,7 +40,7 @@ class UdpHeartbeatSender {
   const int fd_;
   const int machine_rank_;
   const uint64_t session_;
-  const std::string key_;
+  HeartbeatKey key_;
   uint64_t counter_ = 0;  // of the last heartbeat sent
   uint64_t acked_ = 0;    // the highest acknowledged
 };

@@ -2,9 +2,9 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 
-#include <array>
+#include <algorithm>
 
 namespace trl {
 namespace {
@@ -28,20 +28,51 @@ uint64_t GetBigEndian(const char* in, int bytes) {
   return value;
 }
 
-std::array<unsigned char, 32> Mac(std::string_view signed_part,
-                                  std::string_view key) {
-  std::array<unsigned char, 32> mac{};
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(signed_part.data()),
-       signed_part.size(), mac.data(), &length);
-  return mac;
+// OpenSSL's HMAC, looked up once.
+EVP_MAC* Hmac() {
+  static EVP_MAC* const hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  return hmac;
 }
 
 }  // namespace
 
+HeartbeatKey::HeartbeatKey(std::string_view key) {
+  if (key.empty() || Hmac() == nullptr) return;
+  context_ = EVP_MAC_CTX_new(Hmac());
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string("digest", digest, 0),
+      OSSL_PARAM_construct_end()};
+  if (context_ != nullptr &&
+      EVP_MAC_init(context_, reinterpret_cast<const unsigned char*>(key.data()),
+                   key.size(), params) == 1) {
+    return;
+  }
+  EVP_MAC_CTX_free(context_);
+  context_ = nullptr;
+}
+
+HeartbeatKey::~HeartbeatKey() { EVP_MAC_CTX_free(context_); }
+
+bool HeartbeatKey::Mac(std::string_view data, unsigned char out[32]) {
+  if (context_ == nullptr) return false;
+  size_t length = 0;
+  // Initialising with no key starts over with the key already set up.
+  return EVP_MAC_init(context_, nullptr, 0, nullptr) == 1 &&
+         EVP_MAC_update(context_,
+                        reinterpret_cast<const unsigned char*>(data.data()),
+                        data.size()) == 1 &&
+         EVP_MAC_final(context_, out, &length, 32) == 1 && length == 32;
+}
+
 std::string EncodeHeartbeat(const HeartbeatDatagram& datagram,
                             std::string_view key) {
+  HeartbeatKey prepared(key);
+  return EncodeHeartbeat(datagram, prepared);
+}
+
+std::string EncodeHeartbeat(const HeartbeatDatagram& datagram,
+                            HeartbeatKey& key) {
   std::string bytes(kHeartbeatDatagramSize, '\0');
   char* out = bytes.data();
   std::copy(kMagic, kMagic + 4, out);
@@ -50,8 +81,9 @@ std::string EncodeHeartbeat(const HeartbeatDatagram& datagram,
   PutBigEndian(datagram.machine_rank, 4, out + 8);
   PutBigEndian(datagram.session, 8, out + 16);
   PutBigEndian(datagram.counter, 8, out + 24);
-  const auto mac = Mac(std::string_view(out, kSignedSize), key);
-  std::copy(mac.begin(), mac.end(), out + kSignedSize);
+  unsigned char mac[32] = {};
+  key.Mac(std::string_view(out, kSignedSize), mac);  // zeros: never valid
+  std::copy(mac, mac + 32, out + kSignedSize);
   return bytes;
 }
 
@@ -76,10 +108,18 @@ std::optional<HeartbeatDatagram> ParseHeartbeat(std::string_view bytes) {
   return datagram;
 }
 
+bool HeartbeatSignedWith(std::string_view bytes, HeartbeatKey& key) {
+  unsigned char mac[32];
+  if (bytes.size() != kHeartbeatDatagramSize ||
+      !key.Mac(bytes.substr(0, kSignedSize), mac)) {
+    return false;
+  }
+  return CRYPTO_memcmp(mac, bytes.data() + kSignedSize, sizeof(mac)) == 0;
+}
+
 bool HeartbeatSignedWith(std::string_view bytes, std::string_view key) {
-  if (bytes.size() != kHeartbeatDatagramSize || key.empty()) return false;
-  const auto mac = Mac(bytes.substr(0, kSignedSize), key);
-  return CRYPTO_memcmp(mac.data(), bytes.data() + kSignedSize, mac.size()) == 0;
+  HeartbeatKey prepared(key);
+  return HeartbeatSignedWith(bytes, prepared);
 }
 
 }  // namespace trl

@@ -23,6 +23,8 @@
 #include <string>
 #include <string_view>
 
+struct evp_mac_ctx_st;  // OpenSSL's EVP_MAC_CTX
+
 namespace trl {
 
 inline constexpr size_t kHeartbeatDatagramSize = 64;
@@ -37,7 +39,26 @@ struct HeartbeatDatagram {
   uint64_t counter = 0;
 };
 
+// A signing key, prepared once: HMAC's key set-up (and OpenSSL's lookup
+// of the algorithm) cost more than signing 32 bytes. Not thread-safe.
+class HeartbeatKey {
+ public:
+  // An empty key signs nothing that verifies.
+  explicit HeartbeatKey(std::string_view key);
+  ~HeartbeatKey();
+  HeartbeatKey(const HeartbeatKey&) = delete;
+  HeartbeatKey& operator=(const HeartbeatKey&) = delete;
+
+  // HMAC-SHA256 of `data`; false if the key is empty or OpenSSL failed.
+  bool Mac(std::string_view data, unsigned char out[32]);
+
+ private:
+  evp_mac_ctx_st* context_ = nullptr;
+};
+
 // The 64 bytes to send, signed with `key` (kHeartbeatKeySize bytes).
+std::string EncodeHeartbeat(const HeartbeatDatagram& datagram,
+                            HeartbeatKey& key);
 std::string EncodeHeartbeat(const HeartbeatDatagram& datagram,
                             std::string_view key);
 
@@ -46,6 +67,7 @@ std::string EncodeHeartbeat(const HeartbeatDatagram& datagram,
 std::optional<HeartbeatDatagram> ParseHeartbeat(std::string_view bytes);
 
 // Whether `bytes` carries a valid MAC for `key` (constant time).
+bool HeartbeatSignedWith(std::string_view bytes, HeartbeatKey& key);
 bool HeartbeatSignedWith(std::string_view bytes, std::string_view key);
 
 }  // namespace trl

@@ -151,20 +151,21 @@ void Coordinator::HandleRegistration(AgentLink* link,
       std::chrono::milliseconds(std::max(0, request.lease_ms()) / 3);
   if (udp_port_ > 0) {
     const std::string session = random_bytes_(8);
-    agent.udp_key = random_bytes_(kHeartbeatKeySize);
+    const std::string key = random_bytes_(kHeartbeatKeySize);
     for (unsigned char byte : session) {
       agent.udp_session = (agent.udp_session << 8) | byte;
     }
-    if (session.size() == 8 && agent.udp_key.size() == kHeartbeatKeySize &&
+    if (session.size() == 8 && key.size() == kHeartbeatKeySize &&
         agent.udp_session != 0 && !by_udp_session_.count(agent.udp_session)) {
       by_udp_session_[agent.udp_session] = link;
       auto* offer = reply.mutable_registration_reply();
       offer->set_heartbeat_udp_port(udp_port_);
       offer->set_heartbeat_session(agent.udp_session);
-      offer->set_heartbeat_key(agent.udp_key);
+      offer->set_heartbeat_key(key);
+      agent.udp_key = std::make_unique<HeartbeatKey>(key);
     } else {
       agent.udp_session = 0;  // no randomness: heartbeats stay on the stream
-      agent.udp_key.clear();
+      agent.udp_key.reset();
     }
   }
   link->Send(reply);
@@ -371,7 +372,7 @@ std::vector<Coordinator::DatagramReply> Coordinator::OnHeartbeatDatagrams(
       refused = "no registered stream has its session";
     } else if (static_cast<int64_t>(beat->machine_rank) !=
                    agent->machine_rank ||
-               !HeartbeatSignedWith(datagrams[i], agent->udp_key)) {
+               !HeartbeatSignedWith(datagrams[i], *agent->udp_key)) {
       refused = "bad signature";
     } else if (beat->counter <= agent->udp_counter) {
       refused = "replayed";
@@ -392,7 +393,7 @@ std::vector<Coordinator::DatagramReply> Coordinator::OnHeartbeatDatagrams(
     machine_.Heartbeat(agent->machine_rank, now);
     HeartbeatDatagram ack = *beat;
     ack.kind = HeartbeatKind::kAck;
-    replies.push_back({i, EncodeHeartbeat(ack, agent->udp_key)});
+    replies.push_back({i, EncodeHeartbeat(ack, *agent->udp_key)});
   }
   return replies;
 }

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/accelerate_config.h"
+#include "common/heartbeat_datagram.h"
 #include "common/stop_signals.h"
 #include "coordinator/agent_link.h"
 #include "coordinator/job_state_file.h"
@@ -131,7 +132,7 @@ class Coordinator {
     TimePoint last_ack;
     // UDP heartbeats, if offered: 0 / empty otherwise.
     uint64_t udp_session = 0;
-    std::string udp_key;
+    std::unique_ptr<HeartbeatKey> udp_key;
     uint64_t udp_counter = 0;        // the last accepted
     const char* heartbeat_via = "";  // "udp" or "stream" once one came
   };

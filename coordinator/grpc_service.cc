@@ -228,7 +228,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                              idle_connection_ms);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  // Agents' liveness is their heartbeats' business; pings only find dead
+  // TCP connections (see agent/agent_channel.cc).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);

@@ -6,9 +6,12 @@
 #ifndef TRL_COORDINATOR_UDP_HEARTBEAT_SERVER_H_
 #define TRL_COORDINATOR_UDP_HEARTBEAT_SERVER_H_
 
+#include <sys/socket.h>
+
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "coordinator/coordinator.h"
@@ -29,6 +32,9 @@ class UdpHeartbeatServer {
  private:
   UdpHeartbeatServer(int fd, Coordinator* core);
   void Serve();
+  // Sends each reply to the sender of the datagram it answers.
+  void SendAcks(const mmsghdr* in, sockaddr_storage* senders,
+                const std::vector<Coordinator::DatagramReply>& replies);
 
   const int fd_;
   Coordinator* const core_;

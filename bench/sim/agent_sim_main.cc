@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/agent_channel.h"
 #include "bench/sim/sim_agent.h"
 #include "common/accelerate_config.h"
 #include "common/auth_token.h"
@@ -188,6 +189,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < agents; ++i) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    trl::SetAgentKeepalive(&args);
     channels.push_back(grpc::CreateCustomChannel(target, *credentials, args));
     stubs.push_back(pb::Coordinator::NewStub(channels.back()));
     pb::AgentRegistration registration;
@@ -203,15 +205,15 @@ int main(int argc, char** argv) {
     for (const auto& [key, value] : fingerprint) {
       (*registration.mutable_config_fingerprint())[key] = value;
     }
-    sims.push_back(std::make_unique<SimAgent>(i, std::move(registration),
-                                              *token, &recorder));
+    sims.push_back(std::make_unique<SimAgent>(
+        i, std::move(registration), *token,
+        launch.no_udp_heartbeats ? "" : config->main_process_ip, &recorder));
   }
   // Connect first, so that the rendezvous time is the coordinator's, not
   // TCP and HTTP/2 set-up in this process.
   for (auto& channel : channels) channel->GetState(/*try_to_connect=*/true);
-  for (auto& channel : channels) {
-    channel->WaitForConnected(std::chrono::system_clock::now() + phase);
-  }
+  const auto connected_by = std::chrono::system_clock::now() + phase;
+  for (auto& channel : channels) channel->WaitForConnected(connected_by);
 
   std::vector<std::string> json;
   json.push_back(absl::StrFormat("\"agents\": %d", agents));

@@ -72,10 +72,12 @@ std::vector<std::string> SimRecorder::refusals() const {
 }
 
 SimAgent::SimAgent(int index, pb::AgentRegistration registration,
-                   const std::string& auth_token, SimRecorder* recorder)
+                   const std::string& auth_token, std::string udp_host,
+                   SimRecorder* recorder)
     : index_(index),
       registration_(std::move(registration)),
-      recorder_(recorder) {
+      recorder_(recorder),
+      udp_host_(std::move(udp_host)) {
   if (!auth_token.empty()) {
     context_.AddMetadata(kAuthMetadataKey, BearerValue(auth_token));
   }
@@ -126,6 +128,19 @@ void SimAgent::OnWriteDone(bool ok) {
 
 void SimAgent::Heartbeat() {
   if (silent_) return;
+  {
+    // As the real agent: a datagram alone while the last one was
+    // acknowledged, the stream as well otherwise.
+    std::lock_guard<std::mutex> lock(udp_mutex_);
+    if (udp_) {
+      for (int acks = udp_->ReadAcks(); acks > 0; --acks) {
+        recorder_->HeartbeatAcked();
+      }
+      const bool heard = udp_->LastHeartbeatAcked();
+      udp_->SendHeartbeat();
+      if (heard) return;
+    }
+  }
   pb::AgentMessage beat;
   beat.mutable_heartbeat();
   Send(std::move(beat));
@@ -161,11 +176,19 @@ void SimAgent::OnReadDone(bool ok) {
 
 void SimAgent::Handle(const pb::CoordinatorMessage& message) {
   switch (message.body_case()) {
-    case pb::CoordinatorMessage::kRegistrationReply:
-      if (!message.registration_reply().accepted()) {
-        recorder_->Refused(message.registration_reply().reason());
+    case pb::CoordinatorMessage::kRegistrationReply: {
+      const auto& reply = message.registration_reply();
+      if (!reply.accepted()) {
+        recorder_->Refused(reply.reason());
+      } else if (reply.heartbeat_udp_port() > 0 && !udp_host_.empty()) {
+        auto sender = UdpHeartbeatSender::Open(
+            udp_host_, reply.heartbeat_udp_port(), registration_.machine_rank(),
+            reply.heartbeat_session(), reply.heartbeat_key());
+        std::lock_guard<std::mutex> lock(udp_mutex_);
+        if (sender.ok()) udp_ = *std::move(sender);
       }
       break;
+    }
     case pb::CoordinatorMessage::kAssignment: {
       const auto& a = message.assignment();
       {

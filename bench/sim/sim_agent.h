@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/udp_heartbeat_sender.h"
 #include "proto/trl_launch.grpc.pb.h"
 
 namespace trl::sim {
@@ -66,8 +67,11 @@ class SimAgent
     : public grpc::ClientBidiReactor<trl::launch::v1::AgentMessage,
                                      trl::launch::v1::CoordinatorMessage> {
  public:
+  // `udp_host`: the coordinator's numeric address for heartbeat datagrams
+  // when it offers them; empty: heartbeats stay on the stream.
   SimAgent(int index, trl::launch::v1::AgentRegistration registration,
-           const std::string& auth_token, SimRecorder* recorder);
+           const std::string& auth_token, std::string udp_host,
+           SimRecorder* recorder);
 
   // Opens the stream and registers.
   void Start(trl::launch::v1::Coordinator::Stub* stub);
@@ -99,6 +103,9 @@ class SimAgent
   bool closing_ = false;
   int64_t generation_ = -1;
   std::atomic<bool> silent_{false};
+  const std::string udp_host_;
+  std::mutex udp_mutex_;
+  std::unique_ptr<UdpHeartbeatSender> udp_;  // guarded by udp_mutex_
 };
 
 }  // namespace trl::sim
