@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DTRL_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target config_fuzzer agent_message_fuzzer store_fuzzer
-for target in config agent_message store; do
+cmake --build build-fuzz -j"$(nproc)" --target config_fuzzer agent_message_fuzzer store_fuzzer \
+  heartbeat_datagram_fuzzer
+for target in config agent_message store heartbeat_datagram; do
   echo "== fuzzing $target for ${seconds}s"
   work=$(mktemp -d)
   # New inputs go to a scratch directory; the committed corpus is read only.

@@ -1,0 +1,123 @@
+// libFuzzer target: the coordinator's handling of UDP heartbeat datagrams.
+// Two agents are registered (their sessions and keys are known here); the
+// input is a sequence of records, each either raw bytes sent as a datagram
+// or the fields of a heartbeat that is then signed with a real key or a
+// wrong one. Whatever arrives, the coordinator acks only correctly signed
+// heartbeats of a live session with a counter above the last, never
+// crashes, and each ack verifies with the key of the session it answers.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/heartbeat_datagram.h"
+#include "coordinator/coordinator.h"
+
+namespace {
+
+namespace pb = trl::launch::v1;
+
+class ReplyLink : public trl::AgentLink {
+ public:
+  void Send(const pb::CoordinatorMessage& message) override {
+    if (message.has_registration_reply()) reply = message.registration_reply();
+  }
+  void Close() override {}
+  std::string Peer() const override { return "fuzz"; }
+  pb::RegistrationReply reply;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  trl::CoordinatorOptions options;
+  options.config.num_machines = 2;
+  options.config.num_processes = 2;
+  options.config.use_cpu = true;
+  options.job_id = "fuzz";
+  options.worker_argv = {"/bin/true"};
+  auto now = trl::TimePoint();
+  trl::Coordinator core(
+      options,
+      [](const std::string&) {
+        return absl::StatusOr<trl::RendezvousData>(
+            trl::RendezvousData{1234, ""});
+      },
+      [&now] { return now; });
+  uint8_t seed = 1;
+  core.OfferUdpHeartbeats(29500, [&seed](size_t count) {
+    std::string bytes(count, '\0');
+    for (auto& byte : bytes) byte = static_cast<char>(seed++ * 151 + 7);
+    return bytes;
+  });
+  ReplyLink links[2];
+  for (int m = 0; m < 2; ++m) {
+    pb::AgentMessage hello;
+    hello.mutable_registration()->set_machine_rank(m);
+    hello.mutable_registration()->set_local_world_size(1);
+    for (const auto& [key, value] : trl::AgreementFingerprint(options.config)) {
+      (*hello.mutable_registration()->mutable_config_fingerprint())[key] =
+          value;
+    }
+    core.OnMessage(&links[m], hello);
+    if (links[m].reply.heartbeat_key().size() != trl::kHeartbeatKeySize) {
+      abort();
+    }
+  }
+
+  std::vector<std::string> batch;
+  size_t at = 0;
+  while (at < size) {
+    const uint8_t kind = data[at++];
+    if ((kind & 1) == 0) {  // raw bytes: a length, then that many
+      if (at >= size) break;
+      const size_t length = std::min<size_t>(data[at++], size - at);
+      batch.emplace_back(reinterpret_cast<const char*>(data + at), length);
+      at += length;
+    } else {  // fields: machine, counter; signed with a real or a wrong key
+      if (at + 2 > size) break;
+      trl::HeartbeatDatagram beat;
+      beat.kind = (kind & 2) ? trl::HeartbeatKind::kAck
+                             : trl::HeartbeatKind::kHeartbeat;
+      beat.machine_rank = data[at] % 3;
+      const ReplyLink& owner = links[(kind >> 2) & 1];
+      beat.session = (kind & 8) ? owner.reply.heartbeat_session() + 1
+                                : owner.reply.heartbeat_session();
+      beat.counter = data[at + 1];
+      const std::string wrong(trl::kHeartbeatKeySize, 'w');
+      batch.push_back(trl::EncodeHeartbeat(
+          beat, (kind & 16) ? std::string_view(wrong)
+                            : std::string_view(owner.reply.heartbeat_key())));
+      at += 2;
+    }
+    if ((kind & 0xe0) == 0xe0 || batch.size() == 64) {
+      std::vector<std::string_view> views(batch.begin(), batch.end());
+      for (const auto& reply : core.OnHeartbeatDatagrams(views)) {
+        if (reply.index >= batch.size()) abort();
+        const auto beat = trl::ParseHeartbeat(batch[reply.index]);
+        const auto ack = trl::ParseHeartbeat(reply.bytes);
+        if (!beat || !ack || beat->kind != trl::HeartbeatKind::kHeartbeat ||
+            ack->kind != trl::HeartbeatKind::kAck ||
+            ack->session != beat->session || ack->counter != beat->counter) {
+          abort();
+        }
+        const ReplyLink* owner = nullptr;
+        for (const auto& link : links) {
+          if (link.reply.heartbeat_session() == beat->session) owner = &link;
+        }
+        if (owner == nullptr ||
+            !trl::HeartbeatSignedWith(batch[reply.index],
+                                      owner->reply.heartbeat_key()) ||
+            !trl::HeartbeatSignedWith(reply.bytes,
+                                      owner->reply.heartbeat_key())) {
+          abort();
+        }
+      }
+      batch.clear();
+      now += std::chrono::milliseconds(500);
+      core.Tick();
+    }
+  }
+  return 0;
+}
