@@ -29,6 +29,6 @@ COPY --from=build /build/coordinator/trl-coord /build/agent/trl-agent \
      /build/worker/trl-env-worker /build/worker/trl-demo-train /usr/local/bin/
 COPY deploy/slurm/trl-slurm-node /usr/local/bin/
 COPY deploy/README.md /usr/local/share/doc/trl-launch/deploy/README.md
-EXPOSE 29500
+EXPOSE 29500/tcp 29500/udp
 ENTRYPOINT []
 CMD ["trl-coord", "--help"]

@@ -105,7 +105,8 @@ SCALE_FIGURES = [
 def scale_table(runs):
     by_size = {}
     for r in runs:
-        if r.get("heartbeat_interval_s", 1) != 1:
+        if (r.get("heartbeat_interval_s", 1) != 1 or
+                r.get("heartbeats_via", "udp") != "udp"):
             continue
         r = dict(r)
         if "ps_ms" in r:
@@ -176,6 +177,7 @@ def main():
     allreduce = load_json(os.path.join(raw_dir, "allreduce.json"))
     table = scale_table(runs)
     fast = [r for r in runs if r.get("heartbeat_interval_s", 1) != 1]
+    on_stream = [r for r in runs if r.get("heartbeats_via") == "stream"]
     info = machine()
 
     md = [f"# trl-launch benchmarks, {info['date']}\n\n",
@@ -207,6 +209,15 @@ def main():
             md.append(f"| {label}, {largest} agents | "
                       f"{fmt(s, ' ' + unit, scale)} | | | < {target:g} {unit} "
                       f"| {verdict} |\n")
+    if table and on_stream:
+        udp = table[max(table)]["coordinator_cpu_share"]
+        ref = spread([r.get("coordinator_cpu_share") for r in on_stream])
+        if udp and ref:
+            md.append(f"| coordinator CPU, 1 Hz heartbeats as UDP datagrams "
+                      f"vs on the gRPC stream, {on_stream[0]['agents']} agents "
+                      f"| {fmt(udp, ' %', 100)} | {fmt(ref, ' %', 100)} | "
+                      f"{ref['median'] / udp['median']:.1f}x | | |\n")
+            summary["heartbeats_on_stream"] = ref
     if fast:
         s = spread([r.get("dead_agent_noticed_s") for r in fast])
         verdict = "met" if s and s["median"] <= 0.5 else "missed"

@@ -42,6 +42,26 @@ for agents in "${sizes[@]}"; do
   done
 done
 
+# The reference for the heartbeats' cost: the largest size with heartbeats
+# on the gRPC stream (--no_udp_heartbeats), rendezvous and heartbeats only.
+largest=${sizes[${#sizes[@]}-1]}
+for rep in $(seq 1 "$reps"); do
+  flags=(--num_machines "$largest" --num_processes $((largest * 8))
+         --main_process_ip 127.0.0.1 --main_process_port "$port" --use_cpu
+         --insecure --heartbeat_interval 1 --no_udp_heartbeats)
+  "$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
+    --max_restarts 3 /bin/true >/dev/null 2>&1 &
+  coord=$!
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05
+  done
+  "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
+    --ps_binary "$build/coordinator/trl-coord" --no_failures \
+    --heartbeat_phase "${HEARTBEAT_PHASE:-10}" --ps_runs 1 --timeout 120 \
+    | tee -a "$out" || echo "stream-heartbeat run failed" >&2
+  kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
+done
+
 # Detection configured down: heartbeats every 0.1 s, 3 misses (0.3 s).
 flags=(--num_machines 256 --num_processes 2048 --main_process_ip 127.0.0.1
        --main_process_port "$port" --use_cpu --insecure --heartbeat_interval 0.1)

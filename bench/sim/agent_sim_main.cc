@@ -221,6 +221,8 @@ int main(int argc, char** argv) {
       absl::StrFormat("\"ranks\": %d", agents * config->ProcessesPerMachine()));
   json.push_back(absl::StrFormat("\"heartbeat_interval_s\": %g",
                                  launch.heartbeat_interval_s));
+  json.push_back(absl::StrFormat("\"heartbeats_via\": \"%s\"",
+                                 launch.no_udp_heartbeats ? "stream" : "udp"));
   auto finish = [&](int code) {
     for (auto& sim : sims) sim->Shutdown();
     recorder.WaitAllEnded(SimClock::now() + std::chrono::seconds(30));
