@@ -216,6 +216,11 @@ std::string AccelerateConfig::Lookup(const ConfigSection& section,
 std::map<std::string, std::string> AgreementFingerprint(
     const AccelerateConfig& c) {
   return {
+      // The version of the messages between agent and coordinator: nodes
+      // running different builds are refused by name instead of
+      // misunderstanding each other. 2: workers started in one message,
+      // heartbeats as datagrams.
+      {"trl_launch_protocol", "2"},
       {"num_machines", std::to_string(c.num_machines)},
       {"num_processes", std::to_string(c.num_processes)},
       {"distributed_type", c.distributed_type},

@@ -1,6 +1,7 @@
 #include "common/auth_token.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,12 +21,13 @@ namespace trl {
 
 absl::StatusOr<std::string> RandomBytes(size_t count) {
   std::string bytes(count, '\0');
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || read(fd, bytes.data(), count) != static_cast<ssize_t>(count)) {
-    if (fd >= 0) close(fd);
-    return absl::UnavailableError("cannot read /dev/urandom");
+  size_t got = 0;
+  while (got < count) {
+    const ssize_t n = getrandom(bytes.data() + got, count - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return absl::UnavailableError("getrandom failed");
+    got += static_cast<size_t>(n);
   }
-  close(fd);
   return bytes;
 }
 

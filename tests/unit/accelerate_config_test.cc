@@ -223,6 +223,8 @@ TEST(AccelerateConfigTest, FingerprintHoldsTheSettingsThatMustAgree) {
   EXPECT_EQ(fingerprint["num_machines"], "2");
   EXPECT_EQ(fingerprint["distributed_type"], "NO");
   EXPECT_EQ(fingerprint.count("mixed_precision"), 1u);
+  // Builds that speak different protocols do not agree either.
+  EXPECT_EQ(fingerprint["trl_launch_protocol"], "2");
 }
 
 }  // namespace
