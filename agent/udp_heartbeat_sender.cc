@@ -20,26 +20,11 @@ absl::StatusOr<std::unique_ptr<UdpHeartbeatSender>> UdpHeartbeatSender::Open(
   if (key.size() != kHeartbeatKeySize || session == 0) {
     return absl::InvalidArgumentError("the coordinator sent no usable key");
   }
-  const auto address = NumericSocketAddress(host, port);
-  if (!address) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", host, "' is not a numeric address"));
-  }
-  const int fd =
-      socket(address->family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot create a UDP socket: ", strerror(errno)));
-  }
   // Connected: only the coordinator's address is read from.
-  if (connect(fd, address->get(), address->length) != 0) {
-    const int error = errno;
-    close(fd);
-    return absl::UnavailableError(absl::StrCat(
-        "cannot reach UDP ", JoinHostPort(host, port), ": ", strerror(error)));
-  }
+  auto fd = OpenUdpSocket(host, port, UdpEnd::kConnected);
+  if (!fd.ok()) return fd.status();
   return std::unique_ptr<UdpHeartbeatSender>(
-      new UdpHeartbeatSender(fd, machine_rank, session, std::move(key)));
+      new UdpHeartbeatSender(*fd, machine_rank, session, std::move(key)));
 }
 
 UdpHeartbeatSender::UdpHeartbeatSender(int fd, int machine_rank,

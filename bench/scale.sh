@@ -21,34 +21,16 @@ port=${SCALE_PORT:-29600}
 coord=""
 cleanup() { [ -n "$coord" ] && kill "$coord" 2>/dev/null; wait 2>/dev/null || true; }
 trap cleanup EXIT
-
-for agents in "${sizes[@]}"; do
-  for rep in $(seq 1 "$reps"); do
-    flags=(--num_machines "$agents" --num_processes $((agents * 8))
-           --main_process_ip 127.0.0.1 --main_process_port "$port" --use_cpu
-           --insecure --heartbeat_interval 1)
-    "$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
-      --max_restarts 3 /bin/true >/dev/null 2>&1 &
-    coord=$!
-    for _ in $(seq 1 100); do
-      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05
-    done
-    line=$("$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
-      --ps_binary "$build/coordinator/trl-coord" \
-      --heartbeat_phase "${HEARTBEAT_PHASE:-10}" --ps_runs "${PS_RUNS:-5}" --timeout 120) \
-      || echo "run of $agents agents failed" >&2
-    kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
-    [ -n "$line" ] && echo "$line" | tee -a "$out"
-  done
-done
-
-# The reference for the heartbeats' cost: the largest size with heartbeats
-# on the gRPC stream (--no_udp_heartbeats), rendezvous and heartbeats only.
-largest=${sizes[${#sizes[@]}-1]}
-for rep in $(seq 1 "$reps"); do
-  flags=(--num_machines "$largest" --num_processes $((largest * 8))
-         --main_process_ip 127.0.0.1 --main_process_port "$port" --use_cpu
-         --insecure --heartbeat_interval 1 --no_udp_heartbeats)
+# sim_run AGENTS EXTRA_SIM_FLAGS... -- COORD_AND_SIM_FLAGS...: a coordinator
+# for AGENTS agents x 8 ranks and one simulator run against it; prints the
+# simulator's JSON line.
+sim_run() {
+  local agents=$1; shift
+  local sim_flags=()
+  while [ "$1" != -- ]; do sim_flags+=("$1"); shift; done; shift
+  local flags=(--num_machines "$agents" --num_processes $((agents * 8))
+               --main_process_ip 127.0.0.1 --main_process_port "$port" --use_cpu
+               --insecure --heartbeat_interval 1 "$@")
   "$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
     --max_restarts 3 /bin/true >/dev/null 2>&1 &
   coord=$!
@@ -56,10 +38,23 @@ for rep in $(seq 1 "$reps"); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05
   done
   "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
-    --ps_binary "$build/coordinator/trl-coord" --no_failures \
-    --heartbeat_phase "${HEARTBEAT_PHASE:-10}" --ps_runs 1 --timeout 120 \
-    | tee -a "$out" || echo "stream-heartbeat run failed" >&2
+    --ps_binary "$build/coordinator/trl-coord" --timeout 120 \
+    --heartbeat_phase "${HEARTBEAT_PHASE:-10}" "${sim_flags[@]}" \
+    || echo "run of $agents agents failed" >&2
   kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
+}
+
+for agents in "${sizes[@]}"; do
+  for rep in $(seq 1 "$reps"); do
+    sim_run "$agents" --ps_runs "${PS_RUNS:-5}" -- | tee -a "$out"
+  done
+done
+
+# The reference for the heartbeats' cost: the largest size with heartbeats
+# on the gRPC stream (--no_udp_heartbeats), rendezvous and heartbeats only.
+largest=${sizes[${#sizes[@]}-1]}
+for rep in $(seq 1 "$reps"); do
+  sim_run "$largest" --ps_runs 1 --no_failures -- --no_udp_heartbeats | tee -a "$out"
 done
 
 # Detection configured down: heartbeats every 0.1 s, 3 misses (0.3 s).

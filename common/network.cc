@@ -198,4 +198,30 @@ bool TcpPortAnswers(const std::string& host, int port, int timeout_ms) {
   return answered;
 }
 
+absl::StatusOr<int> OpenUdpSocket(const std::string& host, int port,
+                                  UdpEnd end) {
+  const auto address = NumericSocketAddress(host, port);
+  if (!address) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", host, "' is not a numeric address"));
+  }
+  const int fd =
+      socket(address->family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a UDP socket: ", strerror(errno)));
+  }
+  const bool done = end == UdpEnd::kBound
+                        ? bind(fd, address->get(), address->length) == 0
+                        : connect(fd, address->get(), address->length) == 0;
+  if (!done) {
+    const int error = errno;
+    close(fd);
+    return absl::UnavailableError(absl::StrCat(
+        end == UdpEnd::kBound ? "cannot bind UDP " : "cannot reach UDP ",
+        JoinHostPort(host, port), ": ", strerror(error)));
+  }
+  return fd;
+}
+
 }  // namespace trl

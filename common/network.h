@@ -41,6 +41,12 @@ struct SocketAddress {
 std::optional<SocketAddress> NumericSocketAddress(const std::string& host,
                                                   int port);
 
+// A non-blocking UDP socket bound to host:port (numeric host), or
+// connected to it; an error names the address when that fails.
+enum class UdpEnd { kBound, kConnected };
+absl::StatusOr<int> OpenUdpSocket(const std::string& host, int port,
+                                  UdpEnd end);
+
 // True if a TCP connection to host:port (numeric) is accepted within
 // `timeout_ms`; the connection is closed at once.
 bool TcpPortAnswers(const std::string& host, int port, int timeout_ms);

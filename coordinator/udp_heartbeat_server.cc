@@ -32,24 +32,9 @@ constexpr auto kGather = std::chrono::milliseconds(2);
 
 absl::StatusOr<std::unique_ptr<UdpHeartbeatServer>> UdpHeartbeatServer::Start(
     const std::string& host, int port, Coordinator* core) {
-  const auto address = NumericSocketAddress(host, port);
-  if (!address) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", host, "' is not a numeric address"));
-  }
-  const int fd =
-      socket(address->family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot create a UDP socket: ", strerror(errno)));
-  }
-  if (bind(fd, address->get(), address->length) != 0) {
-    const int error = errno;
-    close(fd);
-    return absl::UnavailableError(absl::StrCat(
-        "cannot bind UDP ", JoinHostPort(host, port), ": ", strerror(error)));
-  }
-  return std::unique_ptr<UdpHeartbeatServer>(new UdpHeartbeatServer(fd, core));
+  auto fd = OpenUdpSocket(host, port, UdpEnd::kBound);
+  if (!fd.ok()) return fd.status();
+  return std::unique_ptr<UdpHeartbeatServer>(new UdpHeartbeatServer(*fd, core));
 }
 
 UdpHeartbeatServer::UdpHeartbeatServer(int fd, Coordinator* core)
