@@ -48,9 +48,11 @@ int BindUdp(int port) {
 
 class UdpHeartbeatTest : public LauncherTest {
  protected:
-  // A 2-machine job of sleeping workers with 0.2 s heartbeats.
+  // A 2-machine job of sleeping workers with 0.2 s heartbeats (10 misses
+  // allowed: a loaded machine must not lose an agent here).
   void StartJob(std::vector<std::string> coord_flags = {}) {
-    const std::vector<std::string> fast = {"--heartbeat_interval", "0.2"};
+    const std::vector<std::string> fast = {"--heartbeat_interval", "0.2",
+                                           "--heartbeat_misses", "10"};
     agent_ = StartAgent(2, 4, 1, fast);
     coord_flags.insert(coord_flags.end(), fast.begin(), fast.end());
     coord_ = StartCoordinator(2, 4, Worker({"--sleep", "60"}), coord_flags);

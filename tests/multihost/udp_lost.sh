@@ -22,10 +22,11 @@ testhosts_create "trlud$(( $$ % 10000 ))x" 2
 
 port=29450
 coord_addr="${TESTHOST_ADDR[1]}:$port"
-# Workers run 6 s; heartbeats every 0.3 s, lost after 3 misses (0.9 s).
+# Workers run 6 s; heartbeats every 0.3 s, lost after 5 misses (1.5 s):
+# the fallback must bring a heartbeat within 2 intervals (0.6 s).
 flags=(--num_machines 2 --num_processes 4 --main_process_ip "${TESTHOST_ADDR[1]}"
        --main_process_port $port --use_cpu --max_restarts 0
-       --heartbeat_interval 0.3 --heartbeat_misses 3)
+       --heartbeat_interval 0.3 --heartbeat_misses 5)
 testhosts_exec 2 "$build/agent/trl-agent" --machine_rank 1 "${flags[@]}" \
   >"$work/agent.out" 2>"$work/agent.err" &
 agent=$!
@@ -48,7 +49,7 @@ ip -n "${TESTHOST_PREFIX}2" rule add ipproto udp dport $port table 100
 ip -n "${TESTHOST_PREFIX}2" route add default via "$subnet_gone" dev "${TESTHOST_IF[2]}" table 100
 node1_stream() { [ "$(via 1)" = stream ]; }
 wait_for 5 node1_stream || { echo "FAIL: node02 did not go back to the stream"; fail=1; }
-sleep 2  # more than twice the 0.9 s timeout, on the stream alone
+sleep 3  # twice the 1.5 s timeout, on the stream alone
 echo "node 0 via $(via 0), node 1 via $(via 1)"
 [ "$(via 0)" = udp ] || { echo "FAIL: node01's datagrams stopped too"; fail=1; }
 
