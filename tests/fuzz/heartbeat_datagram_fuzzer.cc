@@ -13,6 +13,7 @@
 
 #include "common/heartbeat_datagram.h"
 #include "coordinator/coordinator.h"
+#include "tests/unit/coordinator_harness.h"
 
 namespace {
 
@@ -31,20 +32,10 @@ class ReplyLink : public trl::AgentLink {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  trl::CoordinatorOptions options;
-  options.config.num_machines = 2;
-  options.config.num_processes = 2;
-  options.config.use_cpu = true;
-  options.job_id = "fuzz";
-  options.worker_argv = {"/bin/true"};
+  const trl::CoordinatorOptions options = trl::TwoMachineCpuJob();
   auto now = trl::TimePoint();
-  trl::Coordinator core(
-      options,
-      [](const std::string&) {
-        return absl::StatusOr<trl::RendezvousData>(
-            trl::RendezvousData{1234, ""});
-      },
-      [&now] { return now; });
+  auto owned = trl::CoordinatorOnClock(options, [&now] { return now; });
+  trl::Coordinator& core = *owned;
   uint8_t seed = 1;
   core.OfferUdpHeartbeats(29500, [&seed](size_t count) {
     std::string bytes(count, '\0');
@@ -53,14 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   ReplyLink links[2];
   for (int m = 0; m < 2; ++m) {
-    pb::AgentMessage hello;
-    hello.mutable_registration()->set_machine_rank(m);
-    hello.mutable_registration()->set_local_world_size(1);
-    for (const auto& [key, value] : trl::AgreementFingerprint(options.config)) {
-      (*hello.mutable_registration()->mutable_config_fingerprint())[key] =
-          value;
-    }
-    core.OnMessage(&links[m], hello);
+    core.OnMessage(&links[m], trl::Registration(options, m, 4000));
     if (links[m].reply.heartbeat_key().size() != trl::kHeartbeatKeySize) {
       abort();
     }

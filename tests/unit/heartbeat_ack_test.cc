@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/coordinator.h"
+#include "tests/unit/coordinator_harness.h"
 
 namespace trl {
 namespace {
@@ -22,32 +23,12 @@ class CountingLink : public AgentLink {
 
 class HeartbeatAckTest : public ::testing::Test {
  protected:
-  HeartbeatAckTest() {
-    options_.config.num_machines = 2;
-    options_.config.num_processes = 2;
-    options_.config.use_cpu = true;
-    options_.job_id = "job";
-    options_.worker_argv = {"/bin/true"};
-    core_ = std::make_unique<Coordinator>(
-        options_,
-        [](const std::string&) {
-          return absl::StatusOr<RendezvousData>(RendezvousData{1234, ""});
-        },
-        [this] { return now_; });
-  }
+  HeartbeatAckTest()
+      : options_(TwoMachineCpuJob()),
+        core_(CoordinatorOnClock(options_, [this] { return now_; })) {}
 
   void Register(CountingLink* link, int machine_rank, int lease_ms) {
-    pb::AgentMessage message;
-    auto* r = message.mutable_registration();
-    r->set_machine_rank(machine_rank);
-    r->set_hostname("node" + std::to_string(machine_rank));
-    r->set_advertise_addr("127.0.0.1");
-    r->set_local_world_size(1);
-    r->set_lease_ms(lease_ms);
-    for (const auto& [key, value] : AgreementFingerprint(options_.config)) {
-      (*r->mutable_config_fingerprint())[key] = value;
-    }
-    core_->OnMessage(link, message);
+    core_->OnMessage(link, Registration(options_, machine_rank, lease_ms));
   }
 
   // Heartbeats from `link` every 500 ms for `count` beats.

@@ -7,6 +7,7 @@
 
 #include "common/heartbeat_datagram.h"
 #include "coordinator/coordinator.h"
+#include "tests/unit/coordinator_harness.h"
 
 namespace trl {
 namespace {
@@ -32,19 +33,9 @@ class ReplyLink : public AgentLink {
 
 class HeartbeatDatagramsTest : public ::testing::Test {
  protected:
-  HeartbeatDatagramsTest() {
-    options_.config.num_machines = 2;
-    options_.config.num_processes = 2;
-    options_.config.use_cpu = true;
-    options_.job_id = "job";
-    options_.worker_argv = {"/bin/true"};
+  HeartbeatDatagramsTest() : options_(TwoMachineCpuJob()) {
     options_.agent_heartbeat_timeout = seconds(3);
-    core_ = std::make_unique<Coordinator>(
-        options_,
-        [](const std::string&) {
-          return absl::StatusOr<RendezvousData>(RendezvousData{1234, ""});
-        },
-        [this] { return now_; });
+    core_ = CoordinatorOnClock(options_, [this] { return now_; });
     // Not random, but every call different: enough to tell sessions apart.
     core_->OfferUdpHeartbeats(29500, [this](size_t count) {
       std::string bytes(count, '\0');
@@ -54,17 +45,7 @@ class HeartbeatDatagramsTest : public ::testing::Test {
   }
 
   void Register(ReplyLink* link, int machine_rank) {
-    pb::AgentMessage message;
-    auto* r = message.mutable_registration();
-    r->set_machine_rank(machine_rank);
-    r->set_hostname("node" + std::to_string(machine_rank));
-    r->set_advertise_addr("127.0.0.1");
-    r->set_local_world_size(1);
-    r->set_lease_ms(4000);
-    for (const auto& [key, value] : AgreementFingerprint(options_.config)) {
-      (*r->mutable_config_fingerprint())[key] = value;
-    }
-    core_->OnMessage(link, message);
+    core_->OnMessage(link, Registration(options_, machine_rank, 4000));
   }
 
   static std::string Beat(const ReplyLink& link, int machine_rank,
@@ -113,21 +94,9 @@ TEST_F(HeartbeatDatagramsTest, EachRegistrationGetsItsOwnSessionAndKey) {
 }
 
 TEST_F(HeartbeatDatagramsTest, NothingIsOfferedUntilThePortIsBound) {
-  Coordinator plain(
-      options_,
-      [](const std::string&) {
-        return absl::StatusOr<RendezvousData>(RendezvousData{1234, ""});
-      },
-      [this] { return now_; });
+  auto plain = CoordinatorOnClock(options_, [this] { return now_; });
   ReplyLink link;
-  pb::AgentMessage message;
-  message.mutable_registration()->set_machine_rank(0);
-  message.mutable_registration()->set_local_world_size(1);
-  for (const auto& [key, value] : AgreementFingerprint(options_.config)) {
-    (*message.mutable_registration()->mutable_config_fingerprint())[key] =
-        value;
-  }
-  plain.OnMessage(&link, message);
+  plain->OnMessage(&link, Registration(options_, 0, 4000));
   ASSERT_TRUE(link.reply.accepted()) << link.reply.reason();
   EXPECT_EQ(link.reply.heartbeat_udp_port(), 0);
   EXPECT_TRUE(link.reply.heartbeat_key().empty());
