@@ -1,6 +1,5 @@
 #include "agent/udp_heartbeat_sender.h"
 
-#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -8,7 +7,6 @@
 #include <cerrno>
 #include <string_view>
 
-#include "absl/strings/str_cat.h"
 #include "common/heartbeat_datagram.h"
 #include "common/network.h"
 

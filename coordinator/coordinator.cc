@@ -150,23 +150,7 @@ void Coordinator::HandleRegistration(AgentLink* link,
   agent.ack_every =
       std::chrono::milliseconds(std::max(0, request.lease_ms()) / 3);
   if (udp_port_ > 0) {
-    const std::string session = random_bytes_(8);
-    const std::string key = random_bytes_(kHeartbeatKeySize);
-    for (unsigned char byte : session) {
-      agent.udp_session = (agent.udp_session << 8) | byte;
-    }
-    if (session.size() == 8 && key.size() == kHeartbeatKeySize &&
-        agent.udp_session != 0 && !by_udp_session_.count(agent.udp_session)) {
-      by_udp_session_[agent.udp_session] = link;
-      auto* offer = reply.mutable_registration_reply();
-      offer->set_heartbeat_udp_port(udp_port_);
-      offer->set_heartbeat_session(agent.udp_session);
-      offer->set_heartbeat_key(key);
-      agent.udp_key = std::make_unique<HeartbeatKey>(key);
-    } else {
-      agent.udp_session = 0;  // no randomness: heartbeats stay on the stream
-      agent.udp_key.reset();
-    }
+    OfferUdpSession(link, agent, reply.mutable_registration_reply());
   }
   link->Send(reply);
   Log()->info(
@@ -338,6 +322,26 @@ void Coordinator::RequestStop(const std::string& reason, int exit_code,
   RememberStopSignal(signal);
   Execute(machine_.StopRequested(reason, exit_code, clock_()));
   Execute(machine_.Tick(clock_()));
+}
+
+void Coordinator::OfferUdpSession(AgentLink* link, Registered& agent,
+                                  pb::RegistrationReply* reply) {
+  // One draw: 8 bytes of session, then the key. Without randomness, or on
+  // a (2^-64) clash, no offer: heartbeats stay on the stream.
+  const std::string random = random_bytes_(8 + kHeartbeatKeySize);
+  if (random.size() != 8 + kHeartbeatKeySize) return;
+  uint64_t session = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    session = (session << 8) | static_cast<unsigned char>(random[i]);
+  }
+  if (session == 0 || by_udp_session_.count(session)) return;
+  const std::string key = random.substr(8);
+  agent.udp_session = session;
+  agent.udp_key = std::make_unique<HeartbeatKey>(key);
+  by_udp_session_[session] = link;
+  reply->set_heartbeat_udp_port(udp_port_);
+  reply->set_heartbeat_session(session);
+  reply->set_heartbeat_key(key);
 }
 
 std::map<AgentLink*, Coordinator::Registered>::iterator Coordinator::Unregister(

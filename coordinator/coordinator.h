@@ -142,6 +142,9 @@ class Coordinator {
   int udp_port_ = 0;  // 0: UDP heartbeats not offered
   std::function<std::string(size_t)> random_bytes_;
   bool told_of_bad_datagram_ = false;
+  // Gives a newly registered stream a UDP session and key, in `reply`.
+  void OfferUdpSession(AgentLink* link, Registered& agent,
+                       trl::launch::v1::RegistrationReply* reply);
   // Ends a registered stream's entry (and its UDP session).
   std::map<AgentLink*, Registered>::iterator Unregister(
       std::map<AgentLink*, Registered>::iterator it);

@@ -48,6 +48,15 @@ class JobRestartTest : public testing::Test {
     return start;
   }
 
+  // Machine 1's stream breaks; machine 0's two workers end on the stop.
+  void LoseMachine1(JobStateMachine& job, const GenerationStart& start) {
+    job.AgentDisconnected(1, now_);
+    WorkerExit terminated;
+    terminated.signal = 15;
+    job.WorkerExited(0, start.generation, 0, terminated, now_);
+    job.WorkerExited(0, start.generation, 1, terminated, now_);
+  }
+
   JobStateMachine Registered(int max_restarts) {
     JobStateMachine job(Settings(max_restarts), now_);
     EXPECT_TRUE(job.Register(Agent(0), now_).ok());
@@ -232,12 +241,7 @@ TEST_F(JobRestartTest, SilentAgentIsLostAndTheJobWaitsForItToRejoin) {
 
 TEST_F(JobRestartTest, MachineThatNeverRejoinsFailsTheJob) {
   JobStateMachine job = Registered(2);
-  const GenerationStart start = Start(job);
-  job.AgentDisconnected(1, now_);
-  WorkerExit terminated;
-  terminated.signal = 15;
-  job.WorkerExited(0, start.generation, 0, terminated, now_);
-  job.WorkerExited(0, start.generation, 1, terminated, now_);
+  LoseMachine1(job, Start(job));
   job.Heartbeat(0, now_ + seconds(59));  // machine 0 stays alive
   EXPECT_FALSE(job.Tick(now_ + seconds(59)).finished.has_value());
   job.Heartbeat(0, now_ + seconds(61));
@@ -257,12 +261,7 @@ TEST_F(JobRestartTest, MachineThatNeverRejoinsFailsTheJob) {
 // a loop: the coordinator spun at 100 % of two cores waiting for a rejoin.
 TEST_F(JobRestartTest, WaitingForARejoinTicksOnlyAtItsInterval) {
   JobStateMachine job = Registered(2);
-  const GenerationStart start = Start(job);
-  job.AgentDisconnected(1, now_);
-  WorkerExit terminated;
-  terminated.signal = 15;
-  job.WorkerExited(0, start.generation, 0, terminated, now_);
-  job.WorkerExited(0, start.generation, 1, terminated, now_);
+  LoseMachine1(job, Start(job));
   ASSERT_EQ(job.phase(), JobPhase::kRestarting);
   const TimePoint lost = now_;
   const auto interval = seconds(1);  // the edge's monitor interval
