@@ -21,6 +21,7 @@
 
 int main(int argc, char** argv) {
   trl::BlockStopSignals();
+  trl::IgnoreBrokenPipes();
   trl::BecomeChildSubreaper();
   trl::RemoveStaleWorkerCgroups();
   CLI::App app{

@@ -266,6 +266,12 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   run_dir /= absl::StrCat("gen", generation);
   std::error_code dir_error;
   fs::create_directories(run_dir, dir_error);
+  if (dir_error) {
+    Log()->warn(
+        "cannot create {}: {}; {}", run_dir.string(), dir_error.message(),
+        options_.log_dir.empty() ? "workers get no error or heartbeat files"
+                                 : "rank logs go to the console only");
+  }
 
   Environment job_env(a.job_environment().begin(), a.job_environment().end());
   // Workers reach the coordinator's store the way this agent reaches the

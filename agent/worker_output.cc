@@ -6,16 +6,30 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace trl {
 
 WorkerOutput::WorkerOutput(int rank, int stdout_fd, int stderr_fd,
                            Console* console, const std::string& log_path)
     : prefix_("[rank " + std::to_string(rank) + "] "),
+      log_path_(log_path),
       fds_{stdout_fd, stderr_fd},
       wake_{-1, -1},
       console_(console) {
-  if (!log_path.empty()) log_.open(log_path, std::ios::app);
+  if (!log_path.empty()) {
+    log_.open(log_path, std::ios::app);
+    if (!log_.is_open()) {
+      log_failed_ = true;
+      ComponentLogger("agent")->warn(
+          "cannot open the log file {}: {}; rank {}'s output goes to the "
+          "console only",
+          log_path, std::strerror(errno), rank);
+    }
+  }
   if (pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
   thread_ = std::thread([this] { Pump(); });
 }
@@ -54,32 +68,66 @@ std::vector<std::string> WorkerOutput::LastLines() const {
   return {last_lines_.begin(), last_lines_.end()};
 }
 
-void WorkerOutput::Emit(bool is_stderr, std::string& pending,
-                        bool flush_partial) {
+std::string WorkerOutput::KeptLine(std::string_view line) {
+  if (line.size() <= kKeptLineBytes) return std::string(line);
+  return absl::StrCat(std::string(line.substr(0, kKeptLineBytes)), "... [",
+                      line.size() - kKeptLineBytes, " bytes cut]");
+}
+
+void WorkerOutput::WriteLog(std::string_view line) {
+  if (!log_.is_open() || log_failed_) return;
+  log_ << line << '\n';
+  CheckLog();
+}
+
+void WorkerOutput::FlushLog() {
+  if (!log_.is_open() || log_failed_) return;
+  log_.flush();
+  CheckLog();
+}
+
+void WorkerOutput::CheckLog() {
+  if (log_) return;
+  // A full disk or a removed directory: say so once, keep the console.
+  log_failed_ = true;
+  ComponentLogger("agent")->warn(
+      "cannot write the log file {} (disk full?); {}output goes to the "
+      "console only from now on",
+      log_path_, prefix_);
+}
+
+void WorkerOutput::EmitLine(bool is_stderr, std::string_view line) {
+  console_->WriteLine(is_stderr, prefix_, line);
+  WriteLog(line);
+  std::lock_guard<std::mutex> lock(mutex_);
+  last_lines_.push_back(KeptLine(line));
+  if (last_lines_.size() > kLinesKept) last_lines_.pop_front();
+}
+
+void WorkerOutput::Emit(bool is_stderr, Pending& pending, bool flush_partial) {
+  std::string& text = pending.text;
   size_t start = 0;
   while (true) {
-    const size_t newline = pending.find('\n', start);
+    const size_t newline = text.find('\n', std::max(start, pending.scanned));
     if (newline == std::string::npos) break;
-    std::string_view line(pending.data() + start, newline - start);
-    console_->WriteLine(is_stderr, prefix_, line);
-    if (log_.is_open()) log_ << line << '\n';
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      last_lines_.emplace_back(line);
-      if (last_lines_.size() > kLinesKept) last_lines_.pop_front();
-    }
+    EmitLine(is_stderr, std::string_view(text).substr(start, newline - start));
     start = newline + 1;
   }
-  pending.erase(0, start);
-  if (flush_partial && !pending.empty()) {
-    pending.push_back('\n');
-    Emit(is_stderr, pending, false);
+  // A line that grows past the bound is passed on in pieces: the memory
+  // held for a worker that never prints a newline stays bounded.
+  while (text.size() - start >= kMaxLineBytes ||
+         (flush_partial && text.size() > start)) {
+    const size_t piece = std::min(kMaxLineBytes, text.size() - start);
+    EmitLine(is_stderr, std::string_view(text).substr(start, piece));
+    start += piece;
   }
-  if (log_.is_open()) log_.flush();
+  text.erase(0, start);
+  pending.scanned = text.size();
+  FlushLog();
 }
 
 void WorkerOutput::Pump() {
-  std::string pending[2];
+  Pending pending[2];
   char buffer[8192];
   while (true) {
     pollfd polls[3];
@@ -105,7 +153,7 @@ void WorkerOutput::Pump() {
       const int i = which[p];
       const ssize_t n = read(fds_[i], buffer, sizeof(buffer));
       if (n > 0) {
-        pending[i].append(buffer, n);
+        pending[i].text.append(buffer, n);
         Emit(i == 1, pending[i], false);
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
         Emit(i == 1, pending[i], true);

@@ -55,6 +55,8 @@ void BlockStopSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+void IgnoreBrokenPipes() { signal(SIGPIPE, SIG_IGN); }
+
 StopSignalWatcher::StopSignalWatcher(
     std::function<void(const StopSignal&)> on_signal) {
   const sigset_t set = StopSignals();

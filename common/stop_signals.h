@@ -22,6 +22,11 @@ int PendingStopSignal();
 // before execve.
 void BlockStopSignals();
 
+// A daemon whose console is a pipe that closed (`trl-coord start | head`)
+// must not die of SIGPIPE: writes fail with EPIPE instead and the job goes
+// on. Workers get the default action back before execve.
+void IgnoreBrokenPipes();
+
 // A stop signal: its number, and whether the workers were sent it already.
 struct StopSignal {
   int number = 0;

@@ -305,6 +305,7 @@ int main(int argc, char** argv) {
   // lock-order cycles; at 4096 agents that was 8% of the coordinator's CPU.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   trl::BlockStopSignals();
+  trl::IgnoreBrokenPipes();
   trl::BecomeChildSubreaper();
   trl::RemoveStaleWorkerCgroups();  // for machine 0's agent
   CLI::App app{"trl-coord: the coordinator of a trl-launch job", "trl-coord"};

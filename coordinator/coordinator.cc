@@ -25,8 +25,19 @@ WorkerExit FromProto(const pb::WorkerExited& exited) {
   exit.signal = exited.signal();
   exit.start_error = exited.start_error();
   exit.reason = exited.reason();
-  exit.last_lines.assign(exited.last_lines().begin(),
-                         exited.last_lines().end());
+  // Agents send at most 20 lines of about 1 KiB; an agent of another build (or
+  // a hostile one) is held to the same, so that the failure history and
+  // the log stay small.
+  constexpr int kLines = 20;
+  constexpr size_t kLineBytes = 2048;
+  const int first = std::max(0, exited.last_lines_size() - kLines);
+  for (int i = first; i < exited.last_lines_size(); ++i) {
+    const std::string& line = exited.last_lines(i);
+    exit.last_lines.push_back(
+        line.size() <= kLineBytes
+            ? line
+            : absl::StrCat(line.substr(0, kLineBytes), "... [cut]"));
+  }
   return exit;
 }
 
