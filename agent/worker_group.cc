@@ -68,7 +68,7 @@ void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
     }
     worker->process = *std::move(process);
     worker->heartbeat_path = launch.heartbeat_path;
-    worker->started = std::chrono::system_clock::now();
+    worker->last_sign_of_life = std::chrono::steady_clock::now();
     started.push_back({launch.local_rank, worker->process->pid()});
     to_watch.push_back({worker.get(), launch.rank, launch.log_path});
     {
@@ -98,29 +98,26 @@ void WorkerGroup::WatchHeartbeats() {
       heartbeat_timeout_ / 4, std::chrono::milliseconds(500));
   std::unique_lock<std::mutex> lock(mutex_);
   while (!shutting_down_ && !stopping_) {
-    const auto now = std::chrono::system_clock::now();
+    const auto now = std::chrono::steady_clock::now();
     for (auto& worker : workers_) {
       if (worker->exited || !worker->process || !worker->hang_reason.empty()) {
         continue;
       }
-      auto last = worker->started;
       struct stat info;
       if (!worker->heartbeat_path.empty() &&
-          stat(worker->heartbeat_path.c_str(), &info) == 0) {
-        const auto touched = std::chrono::system_clock::time_point(
-            std::chrono::seconds(info.st_mtim.tv_sec) +
-            std::chrono::nanoseconds(info.st_mtim.tv_nsec));
-        last = std::max(
-            last,
-            std::chrono::time_point_cast<std::chrono::system_clock::duration>(
-                touched));
+          stat(worker->heartbeat_path.c_str(), &info) == 0 &&
+          (info.st_mtim.tv_sec != worker->last_mtime.tv_sec ||
+           info.st_mtim.tv_nsec != worker->last_mtime.tv_nsec)) {
+        worker->last_mtime = info.st_mtim;
+        worker->last_sign_of_life = now;
       }
-      const double silent = std::chrono::duration<double>(now - last).count();
-      if (now - last > heartbeat_timeout_) {
+      const auto silent = now - worker->last_sign_of_life;
+      if (silent > heartbeat_timeout_) {
         worker->hang_reason = absl::StrFormat(
             "hung: no heartbeat in TRL_HEARTBEAT_FILE for %.1f s (timeout "
             "%.1f s); killed",
-            silent, heartbeat_timeout_.count() / 1000.0);
+            std::chrono::duration<double>(silent).count(),
+            heartbeat_timeout_.count() / 1000.0);
         worker->process->SignalGroup(SIGKILL);
       }
     }

@@ -7,6 +7,8 @@
 #ifndef TRL_AGENT_WORKER_GROUP_H_
 #define TRL_AGENT_WORKER_GROUP_H_
 
+#include <time.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -54,9 +56,9 @@ class WorkerGroup {
     std::function<void(int local_rank, const WorkerOutcome& outcome)> exited;
   };
 
-  // `heartbeat_timeout`: a worker whose heartbeat file is older than this
-  // (counting from its start until its first touch) is hung and killed;
-  // zero disables the check.
+  // `heartbeat_timeout`: a worker that has not touched its heartbeat file
+  // for this long (counting from its start until its first touch) is hung
+  // and killed; zero disables the check.
   WorkerGroup(int64_t generation, Console* console, Events events,
               std::chrono::milliseconds stop_grace,
               std::chrono::milliseconds heartbeat_timeout =
@@ -87,7 +89,11 @@ class WorkerGroup {
     std::thread waiter;
     bool exited = false;
     std::string heartbeat_path;
-    std::chrono::system_clock::time_point started;
+    // Hang detection reads only the steady clock: a wall-clock step must
+    // neither kill a healthy worker nor spare a hung one. A touch is seen
+    // as a change of the file's mtime, whatever that mtime says.
+    std::chrono::steady_clock::time_point last_sign_of_life;
+    struct timespec last_mtime = {0, 0};
     std::string hang_reason;  // set by WatchHeartbeats before it kills
   };
 

@@ -143,5 +143,45 @@ TEST_F(WorkerGroupTest, StopOfASignalTheWorkersHaveOnlyKillsAfterTheGrace) {
   EXPECT_EQ(seen[1].outcome.exit.signal, SIGKILL);
 }
 
+// A worker that touches its heartbeat file with mtimes far in the past (its
+// wall clock, or ours, stepped): each touch still proves it alive.
+TEST_F(WorkerGroupTest, TouchesCountWhateverTheWallClockSays) {
+  const std::string file =
+      ::testing::TempDir() + "/trl-hb-past-" + std::to_string(getpid());
+  WorkerGroup group(0, &console_, recorder_.Events(), seconds(5),
+                    milliseconds(600));
+  WorkerLaunch launch = Shell(
+      0, "i=0; while [ $i -lt 20 ]; do i=$((i+1)); touch -d @$((1000000+i)) " +
+             file + "; sleep 0.1; done");
+  launch.heartbeat_path = file;
+  group.Start({launch});
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(20)));
+  const auto seen = recorder_.Seen(2);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].outcome.exit.signal, 0) << seen[1].outcome.reason;
+  EXPECT_EQ(seen[1].outcome.exit.exit_code, 0);
+  EXPECT_TRUE(seen[1].outcome.reason.empty()) << seen[1].outcome.reason;
+  std::filesystem::remove(file);
+}
+
+// A worker whose one touch carries an mtime an hour ahead, then hangs: it
+// is hung all the same, after the timeout.
+TEST_F(WorkerGroupTest, AHangIsFoundWhenTheLastTouchIsInTheFuture) {
+  const std::string file =
+      ::testing::TempDir() + "/trl-hb-future-" + std::to_string(getpid());
+  WorkerGroup group(0, &console_, recorder_.Events(), seconds(5),
+                    milliseconds(600));
+  WorkerLaunch launch =
+      Shell(0, "touch -d @$(( $(date +%s) + 3600 )) " + file + "; sleep 30");
+  launch.heartbeat_path = file;
+  group.Start({launch});
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(20)));
+  const auto seen = recorder_.Seen(2);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].outcome.exit.signal, SIGKILL);
+  EXPECT_NE(seen[1].outcome.reason.find("hung"), std::string::npos);
+  std::filesystem::remove(file);
+}
+
 }  // namespace
 }  // namespace trl
