@@ -100,8 +100,12 @@ int Agent::Run() {
   };
   int exit_code = 1;
   auto unreachable_since = steady_clock::now();
+  // The first connection may wait for the whole rendezvous; after a lost
+  // coordinator, only for the reconnect timeout: an agent whose coordinator
+  // never comes back leaves instead of waiting for a job that is over.
+  auto wait_limit = options_.connect_timeout;
   while (true) {
-    if (!WaitForCoordinator(channel, *credentials, options_.connect_timeout)) {
+    if (!WaitForCoordinator(channel, *credentials, wait_limit)) {
       exit_code = StopExitCode() != 0 ? StopExitCode() : 1;
       break;
     }
@@ -111,8 +115,7 @@ int Agent::Run() {
       auto local = LocalAddressTowards(options_.coordinator_host,
                                        options_.coordinator_port);
       if (!local.ok()) {
-        if (steady_clock::now() - unreachable_since >
-            options_.connect_timeout) {
+        if (steady_clock::now() - unreachable_since > wait_limit) {
           Log()->error("{}", std::string(local.status().message()));
           break;
         }
@@ -159,6 +162,7 @@ int Agent::Run() {
     }
     exit_code = end.exit_code;
     if (end.kind != AgentSession::End::kLost) break;
+    wait_limit = options_.reconnect_timeout;
     channel = AgentChannel(
         JoinHostPort(options_.coordinator_host, options_.coordinator_port),
         *credentials);
@@ -180,6 +184,15 @@ int Agent::Run() {
 void Agent::RequestStop(const StopSignal& signal) {
   std::lock_guard<std::mutex> lock(mutex_);
   const bool escalate = stop_signal_ != 0;
+  if (escalate) {
+    Log()->warn("received {} again: killing the workers now",
+                SignalName(signal.number));
+  } else {
+    Log()->info(
+        "received {}: stopping the workers (a second signal kills them at "
+        "once)",
+        SignalName(signal.number));
+  }
   if (!escalate) stop_signal_ = signal.number;
   if (session_) session_->StopLocally(signal, escalate);
 }

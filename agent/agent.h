@@ -44,6 +44,8 @@ struct AgentOptions {
   // and killed; zero disables the check.
   std::chrono::milliseconds worker_heartbeat_timeout{0};
   std::chrono::milliseconds connect_timeout{900000};
+  // Once registered: how long a lost coordinator is waited for.
+  std::chrono::milliseconds reconnect_timeout{120000};
   int local_gpu_count = 0;
   // The environment workers inherit (the agent's own).
   Environment inherited_environment;

@@ -27,6 +27,7 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.udp_heartbeats = !flags.no_udp_heartbeats;
   options.worker_heartbeat_timeout = Millis(flags.worker_heartbeat_timeout_s);
   options.connect_timeout = Millis(flags.rdzv_timeout_s);
+  options.reconnect_timeout = Millis(flags.reconnect_timeout_s);
   options.tls_cert = flags.tls_cert;
   options.tls_key = flags.tls_key;
   options.tls_ca = flags.tls_ca;

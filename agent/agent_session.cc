@@ -77,6 +77,7 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   *hello.mutable_registration() = registration;
   Write(hello);
   std::thread heartbeat([this] { HeartbeatLoop(); });
+  std::thread lease([this] { WatchLease(); });
 
   std::optional<End> end;
   pb::CoordinatorMessage message;
@@ -136,14 +137,22 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
           options_.coordinator_host, options_.coordinator_port);
     }
   }
+  // Stop the workers and wait for them without holding group_mutex_: a
+  // second stop signal (StopLocally) must be able to cut the grace short
+  // meanwhile. Only this thread replaces or ends the group.
+  WorkerGroup* stopping = nullptr;
   {
-    std::unique_lock<std::mutex> lock(group_mutex_);
+    std::lock_guard<std::mutex> lock(group_mutex_);
     if (group_) {
       group_->Stop(StopSignal{SIGTERM});
-      group_->WaitUntilAllExited(steady_clock::now() + stop_grace_ +
-                                 std::chrono::seconds(2));
-      EndGroup();
+      stopping = group_.get();
     }
+  }
+  if (stopping != nullptr) {
+    stopping->WaitUntilAllExited(steady_clock::now() + stop_grace_ +
+                                 std::chrono::seconds(2));
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    EndGroup();
   }
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
@@ -151,6 +160,12 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   }
   heartbeat_wakeup_.notify_all();
   heartbeat.join();
+  {
+    std::lock_guard<std::mutex> lock(lease_mutex_);
+    lease_watch_ended_ = true;
+  }
+  lease_wakeup_.notify_all();
+  lease.join();
   if (end->kind == End::kJobFinished) {
     stream_->WritesDone();
   } else if (end->kind == End::kRefused) {
@@ -186,10 +201,7 @@ void AgentSession::UseUdpHeartbeats(int machine_rank,
 void AgentSession::HeartbeatLoop() {
   pb::AgentMessage beat;
   beat.mutable_heartbeat();
-  const auto lease_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.lease)
-          .count();
-  // Wake often enough to notice the lease's end in time.
+  // Wake often enough to read acks that keep the lease.
   const auto period = std::min<std::chrono::milliseconds>(
       options_.heartbeat_interval, std::chrono::milliseconds(250));
   auto next_beat = steady_clock::now();
@@ -207,14 +219,27 @@ void AgentSession::HeartbeatLoop() {
       if (!udp_heard) stream_->Write(beat);
       next_beat = now + options_.heartbeat_interval;
     }
-    if (NowNs() - last_heard_ns_ > lease_ns) {
-      lease_expired_ = true;
-      context_.TryCancel();  // Read returns false: the session ends
-      break;
-    }
+    if (lease_expired_) break;
     // At the next beat, or sooner to keep an eye on the lease.
     heartbeat_wakeup_.wait_until(
         lock, std::min(next_beat, steady_clock::now() + period));
+  }
+}
+
+void AgentSession::WatchLease() {
+  // Reads only atomics and its own mutex: a stream write blocked in a
+  // silent partition (which holds write_mutex_) cannot delay the lease.
+  std::unique_lock<std::mutex> lock(lease_mutex_);
+  while (!lease_watch_ended_) {
+    const auto expires = steady_clock::time_point(
+        std::chrono::nanoseconds(last_heard_ns_.load()) + options_.lease);
+    if (steady_clock::now() > expires) {
+      lease_expired_ = true;
+      context_.TryCancel();  // a blocked Write or Read returns: Run ends
+      heartbeat_wakeup_.notify_all();
+      return;
+    }
+    lease_wakeup_.wait_until(lock, expires + std::chrono::milliseconds(1));
   }
 }
 

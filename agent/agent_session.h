@@ -48,6 +48,8 @@ class AgentSession {
  private:
   bool Write(const trl::launch::v1::AgentMessage& message);
   void HeartbeatLoop();
+  // Ends the session once the coordinator has been silent for the lease.
+  void WatchLease();
   // Sends heartbeats as datagrams from now on (the stream stays the
   // fallback).
   void UseUdpHeartbeats(int machine_rank,
@@ -77,6 +79,9 @@ class AgentSession {
   // When the coordinator was last heard from (steady clock, in ns).
   std::atomic<int64_t> last_heard_ns_{0};
   std::atomic<bool> lease_expired_{false};
+  std::mutex lease_mutex_;
+  std::condition_variable lease_wakeup_;
+  bool lease_watch_ended_ = false;  // guarded by lease_mutex_
 
   std::mutex group_mutex_;
   std::unique_ptr<WorkerGroup> group_;  // guarded by group_mutex_

@@ -44,6 +44,8 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
   o.log_dir = env_string("TRL_LOG_DIR", o.log_dir);
   o.stop_grace_s = env_double("TRL_STOP_GRACE", o.stop_grace_s);
   o.rdzv_timeout_s = env_double("TRL_RDZV_TIMEOUT", o.rdzv_timeout_s);
+  o.reconnect_timeout_s =
+      env_double("TRL_RECONNECT_TIMEOUT", o.reconnect_timeout_s);
   o.heartbeat_interval_s =
       env_double("TRL_HEARTBEAT_INTERVAL", o.heartbeat_interval_s);
 
@@ -95,6 +97,10 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "Missed heartbeats after which an agent counts as lost");
   app.add_option(FlagNames("rejoin_timeout"), o.rejoin_timeout_s,
                  "Seconds a restart waits for a lost machine to come back");
+  app.add_option(FlagNames("reconnect_timeout"), o.reconnect_timeout_s,
+                 "Seconds an agent that lost its coordinator waits for it to "
+                 "come back before it exits (env TRL_RECONNECT_TIMEOUT)")
+      ->check(CLI::Range(0.1, 86400.0));
   app.add_option(FlagNames("connection_idle_timeout"),
                  o.connection_idle_timeout_s,
                  "Seconds the coordinator keeps a connection that makes no "

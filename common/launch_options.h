@@ -43,6 +43,10 @@ struct LaunchOptions {
   double heartbeat_interval_s = 1;
   int heartbeat_misses = 3;
   double rejoin_timeout_s = 300;
+  // How long an agent that lost the coordinator it was registered with
+  // waits for it to come back (resume the job) before it exits: no agent
+  // outlives its coordinator by more.
+  double reconnect_timeout_s = 120;
   // The coordinator closes a connection that has carried no call this long
   // (agents always have one open; a flood of idle ones does not last).
   double connection_idle_timeout_s = 60;

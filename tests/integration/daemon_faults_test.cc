@@ -47,5 +47,63 @@ TEST_F(LauncherTest, AConsoleThatClosesDoesNotKillTheCoordinator) {
   EXPECT_EQ(SigpipeIgnoredIn(coord.Stderr()), 0) << coord.Stderr();
 }
 
+// The pid a worker printed as "ready pid N", or -1.
+pid_t ReadyPid(const std::string& output) {
+  static const std::regex pattern("ready pid ([0-9]+)");
+  std::smatch match;
+  if (!std::regex_search(output, match, pattern)) return -1;
+  return std::stoi(match[1]);
+}
+
+TEST_F(LauncherTest, ASecondSignalCutsTheGraceShortAfterTheCoordinatorIsLost) {
+  // Workers that ignore SIGTERM, a grace of 60 s: after the coordinator is
+  // killed, the agent stops its workers and waits out the grace, unless a
+  // second signal tells it to kill them now.
+  const std::vector<std::string> flags = {
+      "--stop_grace",        "60", "--heartbeat_interval", "0.2",
+      "--reconnect_timeout", "60", "--no_python"};
+  const std::vector<std::string> worker = {
+      "/bin/sh", "-c",
+      "trap '' TERM; echo ready pid $$; while true; do sleep 0.1; done"};
+  auto agent = StartAgent(2, 2, 1, flags);
+  auto coord = StartCoordinator(2, 2, worker, flags);
+  ASSERT_TRUE(agent->WaitForOutput("ready pid", seconds(20)))
+      << agent->Output();
+  const pid_t worker_pid = ReadyPid(agent->Stdout());
+  ASSERT_GT(worker_pid, 0);
+  worker_pids_.insert(worker_pid);
+  coord->Signal(SIGKILL);
+  coord->Wait(seconds(10));
+  ASSERT_TRUE(agent->WaitForOutput("lost the connection to the coordinator",
+                                   seconds(10)))
+      << agent->Output();
+  agent->Signal(SIGTERM);
+  ASSERT_TRUE(agent->WaitForOutput("received SIGTERM", seconds(10)))
+      << agent->Output();
+  agent->Signal(SIGTERM);
+  // Well within the 60 s grace.
+  EXPECT_EQ(agent->Wait(seconds(20)), 128 + SIGTERM) << agent->Output();
+  EXPECT_FALSE(ProcessExists(worker_pid));
+}
+
+TEST_F(LauncherTest, AnAgentLeavesWhenItsCoordinatorDoesNotComeBack) {
+  const std::vector<std::string> flags = {"--heartbeat_interval", "0.2",
+                                          "--reconnect_timeout", "1.5",
+                                          "--no_python"};
+  auto agent = StartAgent(2, 2, 1, flags);
+  auto coord = StartCoordinator(
+      2, 2, {"/bin/sh", "-c", "echo ready pid $$; sleep 60"}, flags);
+  ASSERT_TRUE(agent->WaitForOutput("ready pid", seconds(20)))
+      << agent->Output();
+  worker_pids_.insert(ReadyPid(agent->Stdout()));
+  coord->Signal(SIGKILL);
+  coord->Wait(seconds(10));
+  // Not the 900 s of the rendezvous timeout: the reconnect timeout.
+  EXPECT_EQ(agent->Wait(seconds(20)), 1) << agent->Output();
+  EXPECT_NE(agent->Stderr().find("did not answer within 1.5 s"),
+            std::string::npos)
+      << agent->Stderr();
+}
+
 }  // namespace
 }  // namespace trl::testing
