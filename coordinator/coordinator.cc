@@ -19,6 +19,12 @@ namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("coord"); }
 
+int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 WorkerExit FromProto(const pb::WorkerExited& exited) {
   WorkerExit exit;
   exit.exit_code = exited.exit_code();
@@ -57,9 +63,42 @@ Coordinator::Coordinator(CoordinatorOptions options,
                       options_.registration_timeout},
           clock_()) {
   if (options_.resume) {
+    // The rest of the backoff, from wall-clock time to the steady clock;
+    // never more than the backoff's cap (a clock that jumped back).
+    const auto rest =
+        std::clamp(std::chrono::milliseconds(
+                       options_.resume->not_before_unix_ms - UnixMillisNow()),
+                   std::chrono::milliseconds(0), options_.restart.max_backoff);
     machine_.ResumeAfter(options_.resume->generation,
-                         options_.resume->restarts_used);
+                         options_.resume->restarts_used,
+                         options_.resume->failures, clock_() + rest);
+    persisted_restarts_ = options_.resume->restarts_used;
+    persisted_failures_ = options_.resume->failures.size();
   }
+}
+
+absl::Status Coordinator::PersistJob(int64_t generation) {
+  if (options_.state_file.empty()) return absl::OkStatus();
+  JobRecord record;
+  record.job_id = options_.job_id;
+  record.generation = generation;
+  record.restarts_used = machine_.restarts_used();
+  record.identity = options_.identity;
+  const TimePoint now = clock_();
+  if (machine_.next_start_not_before() > now) {
+    record.not_before_unix_ms =
+        UnixMillisNow() + std::chrono::duration_cast<std::chrono::milliseconds>(
+                              machine_.next_start_not_before() - now)
+                              .count();
+  }
+  record.failures = machine_.failures();
+  for (auto& failure : record.failures) failure.exit.last_lines.clear();
+  const absl::Status saved = SaveJobRecord(options_.state_file, record);
+  if (saved.ok()) {
+    persisted_restarts_ = machine_.restarts_used();
+    persisted_failures_ = machine_.failures().size();
+  }
+  return saved;
 }
 
 void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
@@ -183,6 +222,19 @@ void Coordinator::StartGeneration() {
                                1, clock_()));
     return;
   }
+  // Kept before anything of the generation exists: a coordinator
+  // restarted later must never hand out a generation number that workers
+  // have seen. A generation that cannot be kept does not start.
+  const int64_t next = machine_.generation() + 1;
+  if (const absl::Status kept = PersistJob(next); !kept.ok()) {
+    Execute(machine_.StopRequested(
+        absl::StrCat("cannot keep the job's state, so generation ", next,
+                     " does not start (a restarted coordinator would not "
+                     "know of it): ",
+                     kept.message()),
+        1, clock_()));
+    return;
+  }
   const GenerationStart start = machine_.StartGeneration(clock_());
   JobEnvironmentInputs inputs;
   inputs.job_id = options_.job_id;
@@ -212,16 +264,6 @@ void Coordinator::StartGeneration() {
   assignment->set_stop_grace_s(options_.stop_grace_s);
   for (const auto& arg : options_.worker_argv) assignment->add_argv(arg);
   assignment->mutable_job_environment()->insert(job_env.begin(), job_env.end());
-  if (!options_.state_file.empty()) {
-    const absl::Status saved =
-        SaveJobRecord(options_.state_file,
-                      JobRecord{options_.job_id, start.generation,
-                                machine_.restarts_used(), options_.identity});
-    if (!saved.ok()) {
-      Log()->warn("the job's state is not kept: {}",
-                  std::string(saved.message()));
-    }
-  }
   std::map<int, std::vector<AgentLink*>> links_of_machine;
   for (const auto& [link, agent] : registered_) {
     links_of_machine[agent.machine_rank].push_back(link);
@@ -283,6 +325,18 @@ void Coordinator::Execute(const Decision& decision) {
   if (!fenced_.empty() && machine_.phase() != JobPhase::kStopping) {
     for (AgentLink* link : fenced_) link->Close();
     fenced_.clear();
+  }
+  if (!decision.finished && !IsFinished(machine_.phase()) &&
+      (machine_.restarts_used() != persisted_restarts_ ||
+       machine_.failures().size() != persisted_failures_)) {
+    // A counted restart, its backoff and the failure history outlive this
+    // process; if they cannot be kept now, the next generation's start
+    // tries again (and does not start without).
+    if (const absl::Status kept = PersistJob(machine_.generation());
+        !kept.ok()) {
+      Log()->warn("the job's state is not kept: {}",
+                  std::string(kept.message()));
+    }
   }
   if (decision.start_generation && !decision.finished) StartGeneration();
   changed_.notify_all();

@@ -113,6 +113,8 @@ class Coordinator {
   void Execute(const Decision& decision);
   void SendToRegistered(const trl::launch::v1::CoordinatorMessage& message);
   void RememberStopSignal(const StopSignal& signal);
+  // Writes the job's record (state_file) saying `generation` may have run.
+  absl::Status PersistJob(int64_t generation);
 
   const CoordinatorOptions options_;
   const RendezvousSource rendezvous_;
@@ -149,6 +151,9 @@ class Coordinator {
   std::map<AgentLink*, Registered>::iterator Unregister(
       std::map<AgentLink*, Registered>::iterator it);
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
+  // What the state file says now, to write it again only on a change.
+  int persisted_restarts_ = 0;
+  size_t persisted_failures_ = 0;
 };
 
 }  // namespace trl

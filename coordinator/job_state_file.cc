@@ -12,17 +12,58 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace trl {
+
+namespace {
+
+// A failure as one line: "failure GEN RANK MACHINE CODE SIGNAL HOST\tREASON"
+// (the reason without tabs or newlines).
+std::string FailureLine(const FailureRecord& f) {
+  std::string reason = f.reason;
+  for (char& c : reason) {
+    if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+  }
+  return absl::StrCat("failure ", f.generation, " ", f.rank, " ",
+                      f.machine_rank, " ", f.exit.exit_code, " ", f.exit.signal,
+                      " ", f.hostname.empty() ? "-" : f.hostname, "\t", reason,
+                      "\n");
+}
+
+bool ParseFailure(const std::string& text, FailureRecord* f) {
+  const size_t tab = text.find('\t');
+  if (tab == std::string::npos) return false;
+  std::vector<std::string> words =
+      absl::StrSplit(text.substr(0, tab), ' ', absl::SkipEmpty());
+  if (words.size() != 6 || !absl::SimpleAtoi(words[0], &f->generation) ||
+      !absl::SimpleAtoi(words[1], &f->rank) ||
+      !absl::SimpleAtoi(words[2], &f->machine_rank) ||
+      !absl::SimpleAtoi(words[3], &f->exit.exit_code) ||
+      !absl::SimpleAtoi(words[4], &f->exit.signal)) {
+    return false;
+  }
+  f->hostname = words[5] == "-" ? "" : words[5];
+  f->reason = text.substr(tab + 1);
+  return true;
+}
+
+}  // namespace
 
 absl::Status SaveJobRecord(const std::string& path, const JobRecord& record) {
   std::error_code ignored;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(),
                                       ignored);
-  const std::string text =
-      absl::StrCat("job_id ", record.job_id, "\ngeneration ", record.generation,
-                   "\nrestarts_used ", record.restarts_used, "\nidentity ",
-                   record.identity, "\n");
+  std::string text = absl::StrCat(
+      "job_id ", record.job_id, "\ngeneration ", record.generation,
+      "\nrestarts_used ", record.restarts_used, "\nidentity ", record.identity,
+      "\nnot_before_unix_ms ", record.not_before_unix_ms, "\n");
+  const size_t first = record.failures.size() > JobRecord::kFailuresKept
+                           ? record.failures.size() - JobRecord::kFailuresKept
+                           : 0;
+  for (size_t i = first; i < record.failures.size(); ++i) {
+    text += FailureLine(record.failures[i]);
+  }
   const std::string temp = absl::StrCat(path, ".tmp.", getpid());
   int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -31,10 +72,12 @@ absl::Status SaveJobRecord(const std::string& path, const JobRecord& record) {
   }
   const bool written =
       write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const bool synced = fsync(fd) == 0;
+  const int write_error = written ? 0 : errno;
+  const bool synced = written && fsync(fd) == 0;
+  const int sync_error = synced ? 0 : errno;
   close(fd);
   if (!written || !synced || rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
+    const int error = !written ? write_error : !synced ? sync_error : errno;
     unlink(temp.c_str());
     return absl::UnavailableError(
         absl::StrCat("cannot write ", path, ": ", std::strerror(error)));
@@ -51,16 +94,29 @@ absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(
         absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
   }
   std::map<std::string, std::string> fields;
+  JobRecord record;
   std::string line;
+  bool bad_failure = false;
   while (std::getline(in, line)) {
     const size_t space = line.find(' ');
     if (space == std::string::npos) continue;
-    fields[line.substr(0, space)] = line.substr(space + 1);
+    const std::string key = line.substr(0, space);
+    if (key == "failure") {
+      FailureRecord failure;
+      if (!ParseFailure(line.substr(space + 1), &failure)) bad_failure = true;
+      record.failures.push_back(std::move(failure));
+      continue;
+    }
+    fields[key] = line.substr(space + 1);
   }
-  JobRecord record;
   record.job_id = fields["job_id"];
   record.identity = fields["identity"];
-  if (record.job_id.empty() ||
+  if (fields.count("not_before_unix_ms") &&
+      !absl::SimpleAtoi(fields["not_before_unix_ms"],
+                        &record.not_before_unix_ms)) {
+    bad_failure = true;
+  }
+  if (record.job_id.empty() || bad_failure ||
       !absl::SimpleAtoi(fields["generation"], &record.generation) ||
       !absl::SimpleAtoi(fields["restarts_used"], &record.restarts_used)) {
     return absl::DataLossError(

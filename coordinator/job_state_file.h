@@ -1,16 +1,20 @@
 // The little a restarted coordinator needs to pick its job up again: the
-// job id, the last generation, the restarts used, and what identifies the
+// job id, the last generation that may have run, the restarts used, the
+// rest of a restart backoff, the failure history, and what identifies the
 // job (command and config), kept in a small text file written atomically
-// (temp file, fsync, rename) each time a generation starts.
+// (temp file, fsync, rename) before each generation starts and whenever a
+// failure or a restart is counted.
 #ifndef TRL_COORDINATOR_JOB_STATE_FILE_H_
 #define TRL_COORDINATOR_JOB_STATE_FILE_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/job_state_machine.h"
 
 namespace trl {
 
@@ -21,6 +25,16 @@ struct JobRecord {
   // A digest of the command and the config fingerprint: a coordinator
   // started for another job does not resume this one.
   std::string identity;
+  // Wall-clock time (Unix ms) before which the next generation may not
+  // start: the rest of a restart backoff; 0 for none. (The steady clock
+  // does not outlive the process; a clock step moves this by its size,
+  // within the backoff's cap.)
+  int64_t not_before_unix_ms = 0;
+  // The failures so far, oldest first, without their last lines; at most
+  // kFailuresKept (the newest).
+  std::vector<FailureRecord> failures;
+
+  static constexpr size_t kFailuresKept = 100;
 };
 
 absl::Status SaveJobRecord(const std::string& path, const JobRecord& record);

@@ -138,10 +138,14 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   return absl::OkStatus();
 }
 
-void JobStateMachine::ResumeAfter(int64_t generation, int restarts_used) {
+void JobStateMachine::ResumeAfter(int64_t generation, int restarts_used,
+                                  std::vector<FailureRecord> failures,
+                                  TimePoint not_before) {
   if (phase_ != JobPhase::kWaitingForAgents || generation_ >= 0) return;
   generation_ = generation;
   restarts_used_ = restarts_used;
+  failures_ = std::move(failures);
+  restart_not_before_ = not_before;
 }
 
 void JobStateMachine::Heartbeat(int machine_rank, TimePoint now) {
@@ -155,9 +159,11 @@ void JobStateMachine::Heartbeat(int machine_rank, TimePoint now) {
 
 bool JobStateMachine::ReadyToStart(TimePoint now) const {
   if (phase_ != JobPhase::kWaitingForAgents &&
-      !(phase_ == JobPhase::kRestarting && now >= restart_not_before_)) {
+      phase_ != JobPhase::kRestarting) {
     return false;
   }
+  // A backoff holds also for a resumed job (kWaitingForAgents).
+  if (now < restart_not_before_) return false;
   return static_cast<int>(nodes_.size()) == settings_.num_machines &&
          connected_nodes_ == settings_.num_machines;
 }
@@ -235,6 +241,7 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
   constexpr auto kPast = std::chrono::microseconds(1);
   if (phase_ == JobPhase::kWaitingForAgents) {
     consider(created_at_ + settings_.registration_timeout + kPast);
+    consider(restart_not_before_);  // a resumed job's backoff
   }
   if (phase_ == JobPhase::kRestarting) {
     consider(restart_not_before_);

@@ -162,9 +162,12 @@ class JobStateMachine {
   JobStateMachine& operator=(JobStateMachine&&) = default;
 
   // For a restarted coordinator picking its job up again: the next
-  // generation will be `generation` + 1, with `restarts_used` carried over.
-  // Only before the first generation.
-  void ResumeAfter(int64_t generation, int restarts_used);
+  // generation will be `generation` + 1, not before `not_before` (the rest
+  // of a restart backoff), with `restarts_used` and the failure history
+  // carried over. Only before the first generation.
+  void ResumeAfter(int64_t generation, int restarts_used,
+                   std::vector<FailureRecord> failures = {},
+                   TimePoint not_before = TimePoint());
 
   // Accepts an agent, or says why not (duplicate or out-of-range
   // machine_rank, a config that differs, a job that takes no agents now).
@@ -198,6 +201,8 @@ class JobStateMachine {
   JobPhase phase() const { return phase_; }
   int64_t generation() const { return generation_; }
   int restarts_used() const { return restarts_used_; }
+  // The earliest time the next generation may start (a restart backoff).
+  TimePoint next_start_not_before() const { return restart_not_before_; }
   int world_size() const { return static_cast<int>(ranks_.size()); }
   TimePoint created_at() const { return created_at_; }
   const std::map<int, NodeRecord>& nodes() const { return nodes_; }

@@ -13,10 +13,20 @@ std::string TempPath(const std::string& name) {
          name;
 }
 
+JobRecord Record(const std::string& job_id, int64_t generation,
+                 int restarts_used, const std::string& identity) {
+  JobRecord record;
+  record.job_id = job_id;
+  record.generation = generation;
+  record.restarts_used = restarts_used;
+  record.identity = identity;
+  return record;
+}
+
 TEST(JobStateFileTest, RoundTripsAndLeavesNoTempFile) {
   const std::string path = TempPath("a.state");
-  ASSERT_TRUE(SaveJobRecord(path, {"job-1", 4, 2, "abc"}).ok());
-  ASSERT_TRUE(SaveJobRecord(path, {"job-1", 5, 3, "abc"}).ok());
+  ASSERT_TRUE(SaveJobRecord(path, Record("job-1", 4, 2, "abc")).ok());
+  ASSERT_TRUE(SaveJobRecord(path, Record("job-1", 5, 3, "abc")).ok());
   auto loaded = LoadJobRecord(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   ASSERT_TRUE(loaded->has_value());
