@@ -145,6 +145,9 @@ int Agent::Run() {
     for (const auto& [key, value] : AgreementFingerprint(options_.config)) {
       (*registration.mutable_config_fingerprint())[key] = value;
     }
+    for (const auto& [key, value] : options_.launcher_fingerprint) {
+      (*registration.mutable_config_fingerprint())[key] = value;
+    }
 
     AgentSession session(session_options, console_, channel, scratch_dir);
     {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +36,8 @@ struct AgentOptions {
   std::string advertise_addr;  // empty: the route's local address
   std::string log_dir;         // empty: no per-rank log files
   std::chrono::milliseconds heartbeat_interval{1000};
+  // Launcher settings the coordinator checks (LauncherFingerprint).
+  std::map<std::string, std::string> launcher_fingerprint;
   // Without a word from the coordinator for this long, workers are stopped
   // (no worker runs unsupervised) and the agent reconnects.
   std::chrono::milliseconds lease{4000};

@@ -23,6 +23,7 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.advertise_addr = flags.advertise_addr;
   options.log_dir = flags.log_dir;
   options.heartbeat_interval = Millis(flags.heartbeat_interval_s);
+  options.launcher_fingerprint = LauncherFingerprint(flags);
   options.lease = Millis(flags.LeaseSeconds());
   options.udp_heartbeats = !flags.no_udp_heartbeats;
   options.worker_heartbeat_timeout = Millis(flags.worker_heartbeat_timeout_s);

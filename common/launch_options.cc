@@ -31,6 +31,15 @@ AccelerateConfig BuiltInDefault() {
 
 }  // namespace
 
+std::map<std::string, std::string> LauncherFingerprint(
+    const LaunchOptions& options) {
+  return {
+      {"heartbeat_interval_ms",
+       std::to_string(std::llround(options.heartbeat_interval_s * 1000))},
+      {"heartbeat_misses", std::to_string(options.heartbeat_misses)},
+  };
+}
+
 void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
   auto env_string = [](const char* name, std::string fallback) {
     const char* value = std::getenv(name);

@@ -91,6 +91,12 @@ struct LaunchOptions {
   CLI::Option* use_cpu_flag = nullptr;
 };
 
+// The launcher settings every agent must share with the coordinator, key ->
+// value, sent with the config's fingerprint: an agent with other heartbeat
+// settings would be declared lost again and again.
+std::map<std::string, std::string> LauncherFingerprint(
+    const LaunchOptions& options);
+
 // Registers the flags on `app`; both `--snake_case` and `--kebab-case`
 // spellings are accepted. TRL_* environment variables provide the launcher
 // settings' defaults.

@@ -1,6 +1,7 @@
 // trl-coord: `start` runs the coordinator (and machine 0's agent) for one
 // job; `ps` shows a running job. Parses flags, builds objects, wires them.
 #include <fcntl.h>
+#include <openssl/sha.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -75,7 +76,14 @@ std::string JobIdentity(const std::vector<std::string>& argv,
   for (const auto& [key, value] : trl::AgreementFingerprint(config)) {
     absl::StrAppend(&text, "\x1e", key, "=", value);
   }
-  return absl::StrFormat("%016x", std::hash<std::string>()(text));
+  // SHA-256, not std::hash: the identity must be the same for every build
+  // (a coordinator upgraded between two runs still resumes its job).
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+         digest);
+  std::string hex;
+  for (int i = 0; i < 16; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
+  return hex;
 }
 
 int Start(const StartFlags& flags, const std::vector<std::string>& command) {
@@ -130,6 +138,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
 
   trl::CoordinatorOptions options;
   options.config = *config;
+  options.launcher_fingerprint = trl::LauncherFingerprint(o);
   options.worker_argv = *worker_argv;
   options.job_id = NewJobId();
   // A coordinator restarted on the same address picks up the job its

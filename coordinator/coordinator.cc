@@ -19,6 +19,16 @@ namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("coord"); }
 
+// What every agent's registration must say: the config's fingerprint and
+// the launcher settings they share.
+std::map<std::string, std::string> FingerprintOf(
+    const CoordinatorOptions& options) {
+  auto fingerprint = AgreementFingerprint(options.config);
+  fingerprint.insert(options.launcher_fingerprint.begin(),
+                     options.launcher_fingerprint.end());
+  return fingerprint;
+}
+
 int64_t UnixMillisNow() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -57,10 +67,9 @@ Coordinator::Coordinator(CoordinatorOptions options,
       machine_(
           JobSettings{options_.job_id, options_.config.num_machines,
                       options_.config.ProcessesPerMachine(),
-                      AgreementFingerprint(options_.config),
-                      options_.worker_argv, options_.restart,
-                      options_.agent_heartbeat_timeout, options_.rejoin_timeout,
-                      options_.registration_timeout},
+                      FingerprintOf(options_), options_.worker_argv,
+                      options_.restart, options_.agent_heartbeat_timeout,
+                      options_.rejoin_timeout, options_.registration_timeout},
           clock_()) {
   if (options_.resume) {
     // The rest of the backoff, from wall-clock time to the steady clock;

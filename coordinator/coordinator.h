@@ -43,6 +43,9 @@ using RendezvousSource = std::function<absl::StatusOr<RendezvousData>(
 
 struct CoordinatorOptions {
   AccelerateConfig config;
+  // Launcher settings every agent must share (LauncherFingerprint), checked
+  // with the config's fingerprint.
+  std::map<std::string, std::string> launcher_fingerprint;
   std::vector<std::string> worker_argv;
   std::string job_id;
   // host:port the coordinator serves on (TRL_COORDINATOR_ADDR).

@@ -177,7 +177,10 @@ int main(int argc, char** argv) {
   }
   const std::string target =
       trl::JoinHostPort(config->main_process_ip, config->main_process_port);
-  const auto fingerprint = trl::AgreementFingerprint(*config);
+  auto fingerprint = trl::AgreementFingerprint(*config);
+  for (const auto& [key, value] : trl::LauncherFingerprint(launch)) {
+    fingerprint[key] = value;
+  }
   const auto phase =
       std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
 

@@ -17,10 +17,12 @@ class AgentSimTest : public LauncherTest {
     flags.push_back("--insecure");
     return flags;
   }
-  std::unique_ptr<Subprocess> Coordinator(int machines) {
+  std::unique_ptr<Subprocess> Coordinator(int machines,
+                                          std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {TRL_COORD_BIN, "start", "--no_local_agent",
                                      "--max_restarts", "2"};
     for (auto& flag : Flags(machines)) argv.push_back(flag);
+    for (auto& flag : extra) argv.push_back(flag);
     argv.push_back("/bin/true");  // never runs: the agents are simulated
     return std::make_unique<Subprocess>(argv);
   }
@@ -77,15 +79,19 @@ TEST_F(AgentSimTest, SimulatedAgentsRegisterHeartbeatAndShowInPs) {
 }
 
 TEST_F(AgentSimTest, FailuresRestartTheJobAndASilentAgentIsNoticed) {
-  auto coord = Coordinator(4);
+  // Heartbeats every 0.2 s, 15 misses: a silent agent is lost after 3 s.
+  // (Agents and coordinator must agree on both.)
+  const std::vector<std::string> heartbeats = {"--heartbeat_interval", "0.2",
+                                               "--heartbeat_misses", "15"};
+  auto coord = Coordinator(4, heartbeats);
   ASSERT_TRUE(coord->WaitForOutput("waiting for 4 machine(s)", seconds(10)));
-  auto sim =
-      Simulator(4, coord->pid(),
-                {"--heartbeat_phase", "1", "--heartbeat_interval", "0.2"});
+  std::vector<std::string> sim_flags = {"--heartbeat_phase", "1"};
+  sim_flags.insert(sim_flags.end(), heartbeats.begin(), heartbeats.end());
+  auto sim = Simulator(4, coord->pid(), sim_flags);
   ASSERT_EQ(sim->Wait(seconds(60)), 0) << sim->Output() << coord->Output();
   const std::string report = sim->Stdout();
   EXPECT_GT(Field(report, "restart_s"), 0) << report;
-  // The coordinator was told 1 s x 3; the simulator's beats come faster.
+  // 0.2 s x 15.
   const double noticed = Field(report, "dead_agent_noticed_s");
   EXPECT_GT(noticed, 2.0) << report;
   EXPECT_LT(noticed, 6.0) << report;

@@ -105,5 +105,19 @@ TEST_F(LauncherTest, AnAgentLeavesWhenItsCoordinatorDoesNotComeBack) {
       << agent->Stderr();
 }
 
+TEST_F(LauncherTest, AnAgentWithOtherHeartbeatSettingsIsRefused) {
+  // It would be declared lost again and again: refused by name instead.
+  auto coord = StartCoordinator(2, 2, Worker());
+  auto agent = StartAgent(2, 2, 1, {"--heartbeat_interval", "2"});
+  EXPECT_EQ(agent->Wait(seconds(20)), 2) << agent->Output();
+  EXPECT_NE(agent->Stderr().find(
+                "heartbeat_interval_ms is 2000 on the agent but 1000 on the "
+                "coordinator"),
+            std::string::npos)
+      << agent->Stderr();
+  coord->Signal(SIGTERM);
+  coord->Wait(seconds(20));
+}
+
 }  // namespace
 }  // namespace trl::testing
