@@ -57,9 +57,12 @@ int UdpHeartbeatSender::ReadAcks() {
     const auto ack = ParseHeartbeat(bytes);
     if (ack && ack->kind == HeartbeatKind::kAck && ack->session == session_ &&
         ack->machine_rank == static_cast<uint32_t>(machine_rank_) &&
-        ack->counter <= counter_ && HeartbeatSignedWith(bytes, key_)) {
+        ack->counter <= counter_ && ack->counter > acked_ &&
+        HeartbeatSignedWith(bytes, key_)) {
+      // Only an ack newer than every one before counts: a replayed ack
+      // (a frozen coordinator's old answer) must not keep the lease.
       ++acks;
-      acked_ = std::max(acked_, ack->counter);
+      acked_ = ack->counter;
     }
   }
 }

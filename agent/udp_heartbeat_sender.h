@@ -27,7 +27,8 @@ class UdpHeartbeatSender {
   // Sends the next heartbeat; false if the kernel refused it.
   bool SendHeartbeat();
   // Reads every datagram waiting, without blocking; returns how many were
-  // valid acks of this session (others are dropped).
+  // valid acks of this session newer than the newest before (others,
+  // replays included, are dropped).
   int ReadAcks();
   // Whether the last heartbeat sent has been acknowledged (false before
   // the first).

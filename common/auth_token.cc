@@ -104,8 +104,16 @@ std::string DefaultTokenPath() {
 }
 
 absl::StatusOr<std::string> LoadToken(const TokenSource& source) {
-  if (source.token_file.empty() && !source.environment.empty()) {
-    return std::string(absl::StripAsciiWhitespace(source.environment));
+  if (source.token_file.empty() &&
+      (source.environment_set || !source.environment.empty())) {
+    std::string token(absl::StripAsciiWhitespace(source.environment));
+    if (token.empty()) {
+      return absl::InvalidArgumentError(
+          "TRL_AUTH_TOKEN is set but empty (or only whitespace); set it to "
+          "the cluster's token, unset it to use ~/.trl/token, or pass "
+          "--insecure on loopback");
+    }
+    return token;
   }
   const std::string path =
       source.token_file.empty() ? DefaultTokenPath() : source.token_file;
@@ -122,8 +130,12 @@ absl::StatusOr<std::string> ResolveAuthToken(const std::string& token_file,
                                              bool create_if_missing) {
   if (insecure) return std::string();
   const char* environment = std::getenv("TRL_AUTH_TOKEN");
-  return LoadToken(
-      {token_file, environment ? environment : "", create_if_missing});
+  TokenSource source;
+  source.token_file = token_file;
+  source.environment = environment ? environment : "";
+  source.environment_set = environment != nullptr;
+  source.create_if_missing = create_if_missing;
+  return LoadToken(source);
 }
 
 bool TokensEqual(const std::string& expected, const std::string& given) {

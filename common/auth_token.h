@@ -26,10 +26,13 @@ struct TokenSource {
   std::string token_file;          // --auth_token_file; "" for the default
   std::string environment;         // TRL_AUTH_TOKEN's value, if set
   bool create_if_missing = false;  // only trl-coord start creates one
+  bool environment_set = false;    // TRL_AUTH_TOKEN is set (maybe empty)
 };
 
 // Reads the token (creating the default file when allowed). Errors name the
-// file and what is wrong with it (missing, readable by others, empty).
+// file and what is wrong with it (missing, readable by others, empty). An
+// empty or whitespace token is an error wherever it comes from, never
+// "authentication off" (that is --insecure, and only on loopback).
 absl::StatusOr<std::string> LoadToken(const TokenSource& source);
 
 // Compares in time that depends only on the lengths, not on where the

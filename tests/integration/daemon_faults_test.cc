@@ -119,5 +119,16 @@ TEST_F(LauncherTest, AnAgentWithOtherHeartbeatSettingsIsRefused) {
   coord->Wait(seconds(20));
 }
 
+TEST_F(LauncherTest, AWhitespaceTokenIsRefusedBeforeAnythingStarts) {
+  std::vector<std::string> argv = {TRL_COORD_BIN, "start"};
+  for (auto& flag : ClusterFlags(1, 1)) argv.push_back(flag);
+  argv.push_back("/bin/true");
+  Subprocess coord(argv, {"TRL_AUTH_TOKEN= "});
+  EXPECT_EQ(coord.Wait(seconds(20)), 2) << coord.Output();
+  EXPECT_NE(coord.Stderr().find("TRL_AUTH_TOKEN is set but empty"),
+            std::string::npos)
+      << coord.Stderr();
+}
+
 }  // namespace
 }  // namespace trl::testing

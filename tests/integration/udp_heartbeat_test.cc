@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "agent/udp_heartbeat_sender.h"
+#include "common/heartbeat_datagram.h"
 #include "tests/integration/job_status_probe.h"
 #include "tests/integration/launcher_fixture.h"
 
@@ -127,6 +129,57 @@ TEST_F(UdpHeartbeatTest, GarbageOnTheUdpPortIsDroppedAndLoggedOnce) {
             1)
       << err;
   StopJob();
+}
+
+TEST(UdpHeartbeatSenderTest, AReplayedAckDoesNotCount) {
+  // A fake coordinator on a UDP port: it answers the first heartbeat, and
+  // then an attacker (or the network) sends the same ack again, and again.
+  const std::string key(kHeartbeatKeySize, 'k');
+  const int coordinator = BindUdp(0);
+  ASSERT_GE(coordinator, 0);
+  sockaddr_in bound = {};
+  socklen_t length = sizeof(bound);
+  getsockname(coordinator, reinterpret_cast<sockaddr*>(&bound), &length);
+  auto sender =
+      UdpHeartbeatSender::Open("127.0.0.1", ntohs(bound.sin_port), 3, 77, key);
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  ASSERT_TRUE((*sender)->SendHeartbeat());
+  char buffer[256];
+  sockaddr_in from = {};
+  socklen_t from_length = sizeof(from);
+  const ssize_t got =
+      recvfrom(coordinator, buffer, sizeof(buffer), 0,
+               reinterpret_cast<sockaddr*>(&from), &from_length);
+  auto beat = ParseHeartbeat(std::string_view(buffer, got > 0 ? got : 0));
+  ASSERT_TRUE(beat.has_value());
+  HeartbeatDatagram ack = *beat;
+  ack.kind = HeartbeatKind::kAck;
+  HeartbeatKey signing_key(key);
+  const std::string bytes = EncodeHeartbeat(ack, signing_key);
+  auto send_ack = [&] {
+    sendto(coordinator, bytes.data(), bytes.size(), 0,
+           reinterpret_cast<sockaddr*>(&from), from_length);
+  };
+  auto read_acks = [&] {
+    int acks = 0;
+    WaitUntil(
+        [&] {
+          acks += (*sender)->ReadAcks();
+          return acks > 0;
+        },
+        milliseconds(300));
+    return acks;
+  };
+  send_ack();
+  EXPECT_EQ(read_acks(), 1);
+  EXPECT_TRUE((*sender)->LastHeartbeatAcked());
+  send_ack();  // the same ack again
+  EXPECT_EQ(read_acks(), 0);
+  ASSERT_TRUE((*sender)->SendHeartbeat());
+  send_ack();  // the old ack, after a newer heartbeat
+  EXPECT_EQ(read_acks(), 0);
+  EXPECT_FALSE((*sender)->LastHeartbeatAcked());
+  close(coordinator);
 }
 
 }  // namespace

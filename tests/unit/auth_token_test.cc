@@ -33,6 +33,24 @@ TEST(AuthTokenTest, EnvironmentWinsWithoutAFile) {
   EXPECT_EQ(*token, "secret");
 }
 
+TEST(AuthTokenTest, AnEmptyOrWhitespaceTokenIsAnErrorNeverAuthenticationOff) {
+  for (const char* value : {" ", "", "\t\n"}) {
+    TokenSource source;
+    source.environment = value;
+    source.environment_set = true;
+    auto token = LoadToken(source);
+    ASSERT_FALSE(token.ok()) << "TRL_AUTH_TOKEN='" << value << "'";
+    EXPECT_NE(token.status().message().find("TRL_AUTH_TOKEN is set but empty"),
+              std::string::npos);
+  }
+  const std::string path = TempDir() + "/blank";
+  std::ofstream(path) << "  \n";
+  chmod(path.c_str(), 0600);
+  auto token = LoadToken({path, "", false});
+  ASSERT_FALSE(token.ok());
+  EXPECT_NE(token.status().message().find("is empty"), std::string::npos);
+}
+
 TEST(AuthTokenTest, MissingFileSaysWhatToDo) {
   auto token = LoadToken({TempDir() + "/none", "", false});
   ASSERT_FALSE(token.ok());
