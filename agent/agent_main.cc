@@ -13,6 +13,7 @@
 #include "agent/worker_cgroup.h"
 #include "common/auth_token.h"
 #include "common/cli_errors.h"
+#include "common/daemon_process.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
 #include "common/logging.h"
@@ -20,6 +21,7 @@
 #include "common/stop_signals.h"
 
 int main(int argc, char** argv) {
+  trl::PrepareDaemonProcess();
   trl::BlockStopSignals();
   trl::IgnoreBrokenPipes();
   trl::BecomeChildSubreaper();
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
                  std::string(auth_token.status().message()).c_str());
     return 2;
   }
+  trl::ForgetTokenFromEnvironment();
   trl::AgentOptions agent_options =
       trl::AgentOptionsFromFlags(*config, options, machine, *coordinator);
   agent_options.auth_token = *auth_token;

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/daemon_process.h"
 
 namespace trl {
 namespace {
@@ -66,6 +67,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
   const pid_t parent = getpid();
+  const rlimit open_files = OriginalOpenFileLimit();
   const pid_t pid = fork();
   if (pid < 0) {
     for (int fd :
@@ -86,6 +88,9 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
     struct sigaction default_action = {};
     default_action.sa_handler = SIG_DFL;
     sigaction(SIGPIPE, &default_action, nullptr);
+    // The daemon raised its own descriptor limit; workers get the one they
+    // would have had without it.
+    setrlimit(RLIMIT_NOFILE, &open_files);
     if (cgroup_procs != nullptr) {
       // "0" moves the writing process; failing that, the process group and
       // the subreaper still hold it.

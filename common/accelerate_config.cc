@@ -332,9 +332,19 @@ absl::StatusOr<AccelerateConfig> LoadAccelerateConfigFile(
     return absl::NotFoundError(absl::StrCat(
         "config file '", path, "' cannot be read: ", std::strerror(errno)));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseAccelerateConfig(text.str(), path);
+  // A config is a page of YAML: anything past 1 MiB is a wrong file (or
+  // /dev/zero), refused before it is read whole.
+  constexpr size_t kMaxConfigBytes = 1 << 20;
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file '", path,
+                     "' is larger than 1 MiB; an Accelerate config is a few "
+                     "lines of YAML"));
+  }
+  return ParseAccelerateConfig(text, path);
 }
 
 absl::Status ValidateAccelerateConfig(const AccelerateConfig& c) {

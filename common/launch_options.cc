@@ -177,6 +177,17 @@ std::string AccelerateDefaultConfigPath(const LocalMachine& machine) {
       .string();
 }
 
+namespace {
+
+// Whether Accelerate's default config is there; a cache directory we may
+// not look into (another user's) counts as no default config.
+bool DefaultConfigExists(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::exists(path, error) && !error;
+}
+
+}  // namespace
+
 absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
     const LaunchOptions& o, const LocalMachine& machine,
     std::vector<std::string>* notes) {
@@ -186,7 +197,7 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
     if (!loaded.ok()) return loaded.status();
     config = *std::move(loaded);
   } else if (const std::string path = AccelerateDefaultConfigPath(machine);
-             !machine.hf_home.empty() && std::filesystem::exists(path)) {
+             !machine.hf_home.empty() && DefaultConfigExists(path)) {
     auto loaded = LoadAccelerateConfigFile(path);
     if (!loaded.ok()) return loaded.status();
     config = *std::move(loaded);

@@ -20,6 +20,7 @@
 #include "agent/worker_cgroup.h"
 #include "common/auth_token.h"
 #include "common/cli_errors.h"
+#include "common/daemon_process.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
 #include "common/logging.h"
@@ -129,6 +130,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   auto auth_token = trl::ResolveAuthToken(o.auth_token_file, o.insecure,
                                           /*create_if_missing=*/true);
   if (!auth_token.ok()) return Fail(std::string(auth_token.status().message()));
+  trl::ForgetTokenFromEnvironment();
   if (o.insecure) log->warn("no authentication (--insecure)");
   auto server_credentials =
       trl::ServerCredentials(trl::TlsFiles{o.tls_cert, o.tls_key, o.tls_ca});
@@ -313,6 +315,7 @@ int main(int argc, char** argv) {
   // Debian's Abseil checks every absl::Mutex acquisition (gRPC's locks) for
   // lock-order cycles; at 4096 agents that was 8% of the coordinator's CPU.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  trl::PrepareDaemonProcess();
   trl::BlockStopSignals();
   trl::IgnoreBrokenPipes();
   trl::BecomeChildSubreaper();

@@ -16,6 +16,7 @@
 #include "common/auth_token.h"
 #include "common/logging.h"
 #include "common/network.h"
+#include "coordinator/refused_calls.h"
 #include "proto/trl_launch.grpc.pb.h"
 
 namespace trl {
@@ -190,8 +191,7 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
       if (TokensEqual(expected_, given)) return grpc::Status::OK;
       problem = "wrong auth token";
     }
-    ComponentLogger("coord")->warn("refused a call from {}: {}", context.peer(),
-                                   problem);
+    refused_.Log(context.peer(), problem);
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         absl::StrCat(problem,
                                      " (the coordinator's token is in its "
@@ -201,6 +201,7 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
 
   Coordinator* const core_;
   const std::string expected_;  // "Bearer TOKEN", or "" for --insecure
+  RefusedCallLog refused_;
 };
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
@@ -238,6 +239,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   // Agents send a few small messages a second: bandwidth probes (a PING
   // per burst of data) only add packets. 4096 agents: 0.63 -> 0.56 core.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // No compressed messages: 1.51 checks the size limit before inflating,
+  // so a 255 KB gzip bomb became 256 MiB in memory. Nothing of ours
+  // compresses; a compressed message now fails to parse and is refused.
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
   builder.AddListeningPort(JoinHostPort(host, port), credentials,
                            &server->port_);
   builder.RegisterService(server->service_.get());

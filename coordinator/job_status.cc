@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/secret_redaction.h"
 #include "coordinator/status_json.h"
 
 namespace trl {
@@ -43,7 +44,10 @@ pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
   status.set_uptime_s(Seconds(machine.created_at(), now));
   status.set_restarts_used(machine.restarts_used());
   status.set_max_restarts(machine.settings().restart.max_restarts);
-  for (const auto& arg : machine.settings().command) status.add_command(arg);
+  // Anyone with the token may ask; secrets in the command stay hidden.
+  for (const auto& arg : RedactSecrets(machine.settings().command)) {
+    status.add_command(arg);
+  }
   for (const auto& [m, node] : machine.nodes()) {
     pb::NodeStatus* out = status.add_nodes();
     out->set_machine_rank(m);

@@ -130,5 +130,37 @@ TEST_F(LauncherTest, AWhitespaceTokenIsRefusedBeforeAnythingStarts) {
       << coord.Stderr();
 }
 
+// The "Max open files" soft limit in /proc/PID/limits, or -1.
+long SoftOpenFileLimit(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Max open files", 0) == 0) {
+      return std::stol(line.substr(std::string("Max open files").size()));
+    }
+  }
+  return -1;
+}
+
+TEST_F(LauncherTest, DaemonsRaiseTheirDescriptorLimitAndWorkersKeepTheirs) {
+  // A flood of connections must not run the coordinator out of
+  // descriptors at the usual soft limit of 1024; user code keeps 1024.
+  std::vector<std::string> argv = {"/usr/bin/prlimit", "--nofile=1024:8192",
+                                   TRL_COORD_BIN, "start"};
+  for (auto& flag : ClusterFlags(1, 1)) argv.push_back(flag);
+  for (auto arg : {"--no_python", "/bin/sh", "-c",
+                   "echo worker nofile $(ulimit -n); sleep 30"}) {
+    argv.push_back(arg);
+  }
+  Subprocess coord(argv);
+  ASSERT_TRUE(coord.WaitForOutput("worker nofile", seconds(20)))
+      << coord.Output();
+  EXPECT_NE(coord.Stdout().find("worker nofile 1024"), std::string::npos)
+      << coord.Stdout();
+  EXPECT_EQ(SoftOpenFileLimit(coord.pid()), 8192);
+  coord.Signal(SIGTERM);
+  coord.Wait(seconds(40));
+}
+
 }  // namespace
 }  // namespace trl::testing

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace trl {
@@ -76,6 +77,26 @@ deepspeed_config:
   EXPECT_EQ(config->deepspeed_config[2].first, "zero3_init_flag");
   EXPECT_EQ(AccelerateConfig::Lookup(config->deepspeed_config, "zero_stage"),
             "3");
+}
+
+TEST(AccelerateConfigTest, AFileOverOneMebibyteIsRefused) {
+  const std::string path = ::testing::TempDir() + "/trl-big-config.yaml";
+  {
+    std::ofstream out(path);
+    out << "num_machines: 1\n";
+    out << "# " << std::string(1 << 20, 'x') << "\n";
+  }
+  auto config = LoadAccelerateConfigFile(path);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("larger than 1 MiB"),
+            std::string::npos)
+      << config.status();
+  // /dev/zero never ends: refused after 1 MiB, not read forever.
+  config = LoadAccelerateConfigFile("/dev/zero");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("larger than 1 MiB"),
+            std::string::npos);
+  std::filesystem::remove(path);
 }
 
 TEST(AccelerateConfigTest, EmptyFileMeansDefaults) {
