@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -87,11 +89,21 @@ int Agent::Run() {
       JoinHostPort(options_.coordinator_host, options_.coordinator_port),
       *credentials);
   // Per-rank files when no log_dir is given; removed when the agent ends.
-  const std::string scratch_dir =
-      (fs::temp_directory_path() / absl::StrCat("trl-launch-m",
-                                                options_.config.machine_rank,
-                                                "-", getpid()))
+  // mkdtemp: a fresh name, mode 0700, so that nothing another user planted
+  // in a shared $TMPDIR is used.
+  std::string scratch_template =
+      (fs::temp_directory_path() /
+       absl::StrCat("trl-launch-m", options_.config.machine_rank, "-XXXXXX"))
           .string();
+  std::string scratch_dir;
+  if (mkdtemp(scratch_template.data()) != nullptr) {
+    scratch_dir = scratch_template;
+  } else {
+    Log()->warn(
+        "cannot create a scratch directory {}: {}; workers get no "
+        "error or heartbeat files unless --log_dir is set",
+        scratch_template, std::strerror(errno));
+  }
   std::mt19937 random(getpid());
   auto jittered_pause = [&random] {
     const int pause_ms = std::uniform_int_distribution<int>(50, 500)(random);
@@ -180,7 +192,7 @@ int Agent::Run() {
     unreachable_since = steady_clock::now();
   }
   std::error_code ignored;
-  fs::remove_all(scratch_dir, ignored);
+  if (!scratch_dir.empty()) fs::remove_all(scratch_dir, ignored);
   return exit_code;
 }
 

@@ -11,6 +11,7 @@
 #include "agent/orphans.h"
 #include "common/auth_token.h"
 #include "common/logging.h"
+#include "common/private_files.h"
 #include "common/stop_signals.h"
 #include "common/worker_command.h"
 
@@ -279,18 +280,33 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   group_job_id_ = a.job_id();
 
   if (a.argv_size() == 0) return;
+  if (!IsValidJobId(a.job_id())) {
+    // It becomes a directory name: a coordinator of another build (or a
+    // hostile one) must not steer files out of log_dir.
+    Log()->error("refusing generation {}: job id '{}' is not a valid job id",
+                 generation, a.job_id());
+    for (int local = 0; local < a.local_world_size(); ++local) {
+      WorkerOutcome outcome;
+      outcome.start_error = "the job id is not valid";
+      ReportExit(generation, local, outcome);
+    }
+    return;
+  }
   std::vector<std::string> argv(a.argv().begin(), a.argv().end());
   auto path = options_.inherited_environment.find("PATH");
   auto executable = ResolveExecutable(
       argv[0], path == options_.inherited_environment.end() ? "/usr/bin:/bin"
                                                             : path->second);
 
+  // Nothing relative to the working directory: without a scratch
+  // directory and a log_dir, workers get no error or heartbeat files.
+  const bool have_dir = !options_.log_dir.empty() || !scratch_dir_.empty();
   fs::path run_dir = options_.log_dir.empty()
                          ? fs::path(scratch_dir_)
                          : fs::path(options_.log_dir) / a.job_id();
   run_dir /= absl::StrCat("gen", generation);
   std::error_code dir_error;
-  fs::create_directories(run_dir, dir_error);
+  if (have_dir) fs::create_directories(run_dir, dir_error);
   if (dir_error) {
     Log()->warn(
         "cannot create {}: {}; {}", run_dir.string(), dir_error.message(),
@@ -314,8 +330,11 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     inputs.local_rank = local;
     inputs.gpu_ids = options_.config.gpu_ids;
     inputs.interface_name = options_.interface_name;
-    inputs.error_file = run_dir / absl::StrCat("rank", rank, ".error.json");
-    inputs.heartbeat_file = run_dir / absl::StrCat("rank", rank, ".heartbeat");
+    if (have_dir) {
+      inputs.error_file = run_dir / absl::StrCat("rank", rank, ".error.json");
+      inputs.heartbeat_file =
+          run_dir / absl::StrCat("rank", rank, ".heartbeat");
+    }
     inputs.working_directory = options_.working_directory;
     WorkerLaunch launch;
     launch.local_rank = local;

@@ -25,6 +25,7 @@
 #include "common/local_machine.h"
 #include "common/logging.h"
 #include "common/network.h"
+#include "common/private_files.h"
 #include "common/stop_signals.h"
 #include "common/tls_credentials.h"
 #include "common/trl_arguments.h"
@@ -50,8 +51,17 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-std::string NewJobId() {
-  if (const char* id = std::getenv("TRL_JOB_ID")) return id;
+absl::StatusOr<std::string> NewJobId() {
+  if (const char* id = std::getenv("TRL_JOB_ID")) {
+    // It names directories (log_dir/<job>, the demo's output): a path in
+    // disguise is refused.
+    if (!trl::IsValidJobId(id)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TRL_JOB_ID '", id,
+          "' is not a job id: 1-128 characters of A-Z a-z 0-9 . _ -"));
+    }
+    return std::string(id);
+  }
   unsigned char bytes[4] = {};
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -142,15 +152,29 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   options.config = *config;
   options.launcher_fingerprint = trl::LauncherFingerprint(o);
   options.worker_argv = *worker_argv;
-  options.job_id = NewJobId();
+  auto job_id = NewJobId();
+  if (!job_id.ok()) return Fail(std::string(job_id.status().message()));
+  options.job_id = *job_id;
   // A coordinator restarted on the same address picks up the job its
   // predecessor ran, if it is the same job (command and config).
-  options.state_file =
-      flags.state_file.empty()
-          ? trl::DefaultJobStatePath(*host, config->main_process_port)
-          : flags.state_file;
+  options.state_file = flags.state_file;
+  if (options.state_file.empty()) {
+    auto path = trl::DefaultJobStatePath(*host, config->main_process_port);
+    if (path.ok()) {
+      options.state_file = *path;
+    } else {
+      // A safe fallback: nothing kept rather than a file others control.
+      log->warn(
+          "the job's state is not kept ({}); a coordinator restarted on this "
+          "address will start a new job (or pass --state_file)",
+          std::string(path.status().message()));
+    }
+  }
   options.identity = JobIdentity(*worker_argv, *config);
-  auto previous = trl::LoadJobRecord(options.state_file);
+  auto previous =
+      options.state_file.empty()
+          ? absl::StatusOr<std::optional<trl::JobRecord>>(std::nullopt)
+          : trl::LoadJobRecord(options.state_file);
   if (!previous.ok()) {
     log->warn("{}; starting a new job",
               std::string(previous.status().message()));
@@ -334,7 +358,8 @@ int main(int argc, char** argv) {
       ->add_option("--state_file,--state-file", start_flags.state_file,
                    "Where the job's state is kept so that a restarted "
                    "coordinator resumes it (default: "
-                   "$TMPDIR/trl-launch/coord-HOST-PORT.state; env "
+                   "$XDG_RUNTIME_DIR/trl-launch or ~/.trl/run, "
+                   "coord-HOST-PORT.state; env "
                    "TRL_STATE_FILE)")
       ->envname("TRL_STATE_FILE");
   start->prefix_command();

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/private_files.h"
 
 namespace trl {
 
@@ -64,35 +65,18 @@ absl::Status SaveJobRecord(const std::string& path, const JobRecord& record) {
   for (size_t i = first; i < record.failures.size(); ++i) {
     text += FailureLine(record.failures[i]);
   }
-  const std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot write ", temp, ": ", std::strerror(errno)));
-  }
-  const bool written =
-      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const int write_error = written ? 0 : errno;
-  const bool synced = written && fsync(fd) == 0;
-  const int sync_error = synced ? 0 : errno;
-  close(fd);
-  if (!written || !synced || rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = !written ? write_error : !synced ? sync_error : errno;
-    unlink(temp.c_str());
-    return absl::UnavailableError(
-        absl::StrCat("cannot write ", path, ": ", std::strerror(error)));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, text);
 }
 
 absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(
     const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) return std::optional<JobRecord>();
-    return absl::UnavailableError(
-        absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
+  // Trusted only if it is ours and nobody else could have written it: a
+  // state file planted by another user would decide where this job's
+  // files go.
+  auto text = ReadPrivateFile(path, 1 << 20);
+  if (absl::IsNotFound(text.status())) return std::optional<JobRecord>();
+  if (!text.ok()) return text.status();
+  std::istringstream in(*text);
   std::map<std::string, std::string> fields;
   JobRecord record;
   std::string line;
@@ -116,7 +100,7 @@ absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(
                         &record.not_before_unix_ms)) {
     bad_failure = true;
   }
-  if (record.job_id.empty() || bad_failure ||
+  if (!IsValidJobId(record.job_id) || bad_failure ||
       !absl::SimpleAtoi(fields["generation"], &record.generation) ||
       !absl::SimpleAtoi(fields["restarts_used"], &record.restarts_used)) {
     return absl::DataLossError(
@@ -127,10 +111,11 @@ absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(
 
 void RemoveJobRecord(const std::string& path) { unlink(path.c_str()); }
 
-std::string DefaultJobStatePath(const std::string& host, int port) {
-  const char* dir = std::getenv("TMPDIR");
-  return absl::StrCat(dir ? dir : "/tmp", "/trl-launch/coord-", host, "-", port,
-                      ".state");
+absl::StatusOr<std::string> DefaultJobStatePath(const std::string& host,
+                                                int port) {
+  auto dir = PrivateDirectory();
+  if (!dir.ok()) return dir.status();
+  return absl::StrCat(*dir, "/coord-", host, "-", port, ".state");
 }
 
 }  // namespace trl

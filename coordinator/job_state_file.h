@@ -43,8 +43,10 @@ absl::Status SaveJobRecord(const std::string& path, const JobRecord& record);
 absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(const std::string& path);
 void RemoveJobRecord(const std::string& path);
 
-// The default place for the coordinator on host:port.
-std::string DefaultJobStatePath(const std::string& host, int port);
+// The default place for the coordinator on host:port: in this user's
+// private directory (common/private_files.h), never in a shared /tmp.
+absl::StatusOr<std::string> DefaultJobStatePath(const std::string& host,
+                                                int port);
 
 }  // namespace trl
 

@@ -51,8 +51,11 @@ absl::Status SaveCheckpoint(const std::string& path, const Checkpoint& state) {
   Append(&bytes, Fnv1a(bytes));
 
   const std::string temp = absl::StrCat(path, ".tmp.", getpid());
-  const int fd =
-      open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new file only (no link followed, nothing reused), readable by us
+  // alone: checkpoints are the user's weights.
+  unlink(temp.c_str());
+  const int fd = open(
+      temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot write ", temp, ": ", std::strerror(errno)));

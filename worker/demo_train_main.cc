@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/private_files.h"
 #include "worker/collectives.h"
 #include "worker/demo_trainer.h"
 #include "worker/gloo_collectives.h"
@@ -96,9 +97,11 @@ int main(int argc, char** argv) {
   app.add_option("--seed", options.seed, "Seed of the weights and the data");
   app.add_option("--hidden_size", options.shape.hidden, "Hidden units")
       ->check(CLI::Range(1, 1 << 16));
-  app.add_option("--output_dir", output_dir,
-                 "Where rank 0 keeps the checkpoint and the final weights "
-                 "(default: a directory per trl-launch job under $TMPDIR)");
+  app.add_option(
+      "--output_dir", output_dir,
+      "Where rank 0 keeps the checkpoint and the final weights "
+      "(default: a directory per trl-launch job in this user's "
+      "private directory, $XDG_RUNTIME_DIR/trl-launch or ~/.trl/run)");
   app.add_option("--save_steps", options.save_steps,
                  "Steps between checkpoints")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
@@ -125,9 +128,18 @@ int main(int argc, char** argv) {
   if (!env.ok()) return Fail(std::string(env.status().message()));
 
   if (output_dir.empty() && !env->job_id.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    output_dir =
-        absl::StrCat(tmp ? tmp : "/tmp", "/trl-demo-train/", env->job_id);
+    // This user's private directory, never a shared /tmp: another user
+    // could plant links there, or read the weights.
+    if (!trl::IsValidJobId(env->job_id)) {
+      return Fail(
+          absl::StrCat("TRL_JOB_ID '", env->job_id, "' is not a valid job id"));
+    }
+    auto dir = trl::PrivateDirectory();
+    if (!dir.ok()) {
+      return Fail(absl::StrCat("no place for the output (pass --output_dir): ",
+                               dir.status().message()));
+    }
+    output_dir = absl::StrCat(*dir, "/demo-train/", env->job_id);
   }
   if (!output_dir.empty() && env->rank == 0) {
     std::error_code error;
@@ -189,13 +201,16 @@ int main(int argc, char** argv) {
                 result->params.size(), trl::worker::Checksum(result->params));
     if (!output_dir.empty()) {
       const std::string path = output_dir + "/final_weights.txt";
-      std::ofstream out(path);
+      std::string text;
       char line[32];
       for (float value : result->params) {
         std::snprintf(line, sizeof(line), "%.9g\n", value);
-        out << line;
+        text += line;
       }
-      if (!out) return Fail("cannot write " + path);
+      if (absl::Status written = trl::WriteFileAtomically(path, text, 0600);
+          !written.ok()) {
+        return Fail(std::string(written.message()));
+      }
       std::printf("weights in %s, checkpoint in %s/checkpoint.bin\n",
                   path.c_str(), output_dir.c_str());
     }

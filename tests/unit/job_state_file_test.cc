@@ -60,8 +60,10 @@ TEST(JobStateFileTest, GarbageIsAnError) {
 }
 
 TEST(JobStateFileTest, DefaultPathNamesTheAddress) {
-  EXPECT_NE(DefaultJobStatePath("10.0.0.1", 9999).find("coord-10.0.0.1-9999"),
-            std::string::npos);
+  auto path = DefaultJobStatePath("10.0.0.1", 9999);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_NE(path->find("coord-10.0.0.1-9999"), std::string::npos);
+  EXPECT_EQ(path->rfind("/tmp/trl-launch/", 0), std::string::npos) << *path;
 }
 
 }  // namespace
