@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent_channel.h"
 #include "agent/agent_session.h"
+#include "agent/stale_workers.h"
 #include "common/logging.h"
 #include "common/network.h"
 #include "common/tls_credentials.h"
@@ -142,6 +143,18 @@ int Agent::Run() {
       address = *local;
     }
     unreachable_since = steady_clock::now();
+    // What an earlier agent of this machine left here (killed, frozen)
+    // ends before we register: the coordinator gives a machine's ranks to
+    // another agent on the same host at once, trusting this.
+    const StaleProcesses stale = KillStaleProcessesOf(
+        JoinHostPort(options_.coordinator_host, options_.coordinator_port),
+        options_.config.machine_rank);
+    if (stale.workers > 0 || stale.agents > 0) {
+      Log()->warn(
+          "killed {} worker process(es) and {} agent(s) that an earlier agent "
+          "of machine {} left on this host",
+          stale.workers, stale.agents, options_.config.machine_rank);
+    }
     AgentOptions session_options = options_;
     session_options.interface_name = InterfaceWithAddress(address);
 

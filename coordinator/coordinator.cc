@@ -69,7 +69,9 @@ Coordinator::Coordinator(CoordinatorOptions options,
                       options_.config.ProcessesPerMachine(),
                       FingerprintOf(options_), options_.worker_argv,
                       options_.restart, options_.agent_heartbeat_timeout,
-                      options_.rejoin_timeout, options_.registration_timeout},
+                      options_.rejoin_timeout, options_.registration_timeout,
+                      std::chrono::milliseconds(
+                          static_cast<int64_t>(options_.stop_grace_s * 1000))},
           clock_()) {
   if (options_.resume) {
     // The rest of the backoff, from wall-clock time to the steady clock;
@@ -186,6 +188,8 @@ void Coordinator::HandleRegistration(AgentLink* link,
   info.interface_name = request.interface_name();
   info.local_world_size = request.local_world_size();
   info.local_device_count = request.local_device_count();
+  info.agent_pid = request.agent_pid();
+  info.lease = std::chrono::milliseconds(std::max(0, request.lease_ms()));
   info.config_fingerprint.insert(request.config_fingerprint().begin(),
                                  request.config_fingerprint().end());
   const absl::Status status = machine_.Register(info, clock_());
@@ -218,7 +222,18 @@ void Coordinator::HandleRegistration(AgentLink* link,
       info.machine_rank, info.hostname, info.advertise_addr,
       info.interface_name, info.local_world_size, machine_.nodes().size(),
       options_.config.num_machines);
-  Execute(machine_.Tick(clock_()));
+  const TimePoint now = clock_();
+  const TimePoint old_may_run =
+      machine_.nodes().at(info.machine_rank).old_agent_may_run_until;
+  if (old_may_run > now) {
+    Log()->warn(
+        "machine {} is taken over by another agent (host {}, pid {}): its "
+        "ranks are handed over in {:.1f} s, once the old agent's lease and "
+        "stop grace have surely run out",
+        info.machine_rank, info.hostname, info.agent_pid,
+        std::chrono::duration<double>(old_may_run - now).count());
+  }
+  Execute(machine_.Tick(now));
 }
 
 void Coordinator::StartGeneration() {

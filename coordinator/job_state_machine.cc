@@ -132,6 +132,18 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   NodeRecord node;
   node.info = agent;
   node.last_heartbeat = now;
+  if (rejoin) {
+    // An agent on the host that was lost may have the machine's ranks at
+    // once: the one that was lost stopped its workers before it
+    // reconnected, and a new one killed what an earlier one left there
+    // before it registered (agent/stale_workers.h). An agent on another
+    // host only once the old one's workers have surely stopped (I1: one
+    // generation of a rank at a time), even if it is frozen or cut off.
+    const AgentInfo& old = existing->second.info;
+    if (old.hostname != agent.hostname) {
+      node.old_agent_may_run_until = existing->second.old_agent_may_run_until;
+    }
+  }
   node.by_heartbeat = by_heartbeat_.insert(by_heartbeat_.end(), m);
   nodes_[m] = std::move(node);
   ++connected_nodes_;  // new, or back from lost
@@ -164,8 +176,11 @@ bool JobStateMachine::ReadyToStart(TimePoint now) const {
   }
   // A backoff holds also for a resumed job (kWaitingForAgents).
   if (now < restart_not_before_) return false;
-  return static_cast<int>(nodes_.size()) == settings_.num_machines &&
-         connected_nodes_ == settings_.num_machines;
+  if (static_cast<int>(nodes_.size()) != settings_.num_machines ||
+      connected_nodes_ != settings_.num_machines) {
+    return false;
+  }
+  return now >= ReplacementsAllowedAt();
 }
 
 Decision JobStateMachine::Tick(TimePoint now) {
@@ -246,6 +261,7 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
   if (phase_ == JobPhase::kRestarting) {
     consider(restart_not_before_);
     consider(rejoin_deadline_ + kPast);
+    consider(ReplacementsAllowedAt());
   }
   const auto timeout = settings_.agent_heartbeat_timeout;
   if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents &&
@@ -254,6 +270,14 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
     consider(nodes_.at(by_heartbeat_.front()).last_heartbeat + timeout + kPast);
   }
   return next;
+}
+
+TimePoint JobStateMachine::ReplacementsAllowedAt() const {
+  TimePoint latest;
+  for (const auto& [m, node] : nodes_) {
+    latest = std::max(latest, node.old_agent_may_run_until);
+  }
+  return latest;
 }
 
 GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
@@ -364,6 +388,10 @@ Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
   }
   it->second.connected = false;
   it->second.lost_reason = why;
+  // It heard from us at the latest now: its lease ends before now + lease,
+  // and its workers are gone a stop grace after that.
+  it->second.old_agent_may_run_until =
+      now + it->second.info.lease + settings_.stop_grace;
   if (IsFinished(phase_)) return decision;
   // A machine's ranks are contiguous from its rank offset.
   const size_t first = it->second.rank_offset;

@@ -33,6 +33,10 @@ struct AgentInfo {
   int local_world_size = 0;
   int local_device_count = 0;
   std::map<std::string, std::string> config_fingerprint;
+  // Which agent process this is, and how long it keeps its workers without
+  // a word from us (its lease).
+  int agent_pid = 0;
+  std::chrono::milliseconds lease{0};
 };
 
 enum class JobPhase {
@@ -86,6 +90,10 @@ struct NodeRecord {
   AgentInfo info;
   bool connected = true;
   std::string lost_reason;  // why it was declared lost, while it is
+  // Until when the ranks of a machine declared lost may still run on its
+  // old agent (its lease, then the stop grace): another agent that
+  // registers for it gets its ranks only after this.
+  TimePoint old_agent_may_run_until;
   TimePoint last_heartbeat;
   int rank_offset = 0;
   // Its place in the machines ordered by last heartbeat, while connected.
@@ -150,6 +158,8 @@ struct JobSettings {
   std::chrono::milliseconds rejoin_timeout{300000};
   // How long the job waits for every machine to register at first.
   std::chrono::milliseconds registration_timeout{900000};
+  // SIGTERM to SIGKILL when workers are stopped.
+  std::chrono::milliseconds stop_grace{30000};
 };
 
 class JobStateMachine {
@@ -213,6 +223,9 @@ class JobStateMachine {
  private:
   RankRecord* FindRank(int machine_rank, int64_t generation, int local_rank);
   bool ReadyToStart(TimePoint now) const;
+  // When every machine's ranks may be handed out again: the latest end of
+  // an old agent's lease and grace among machines taken over by another.
+  TimePoint ReplacementsAllowedAt() const;
   Decision LoseAgent(int machine_rank, const std::string& why, TimePoint now);
   Decision Fail(FailureRecord failure, int exit_code, TimePoint now);
   void Finish(JobOutcome outcome, Decision& decision);

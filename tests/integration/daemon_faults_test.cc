@@ -162,5 +162,78 @@ TEST_F(LauncherTest, DaemonsRaiseTheirDescriptorLimitAndWorkersKeepTheirs) {
   coord.Wait(seconds(40));
 }
 
+// Whether `pid` runs (a zombie does not count: it is dead, not yet reaped).
+bool Running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const size_t paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() &&
+         text[paren + 2] != 'Z' && text[paren + 2] != 'X';
+}
+
+TEST_F(LauncherTest, AReplacementAgentEndsWhatAFrozenOneLeftBeforeItsRanksRun) {
+  // Machine 1's agent is frozen (SIGSTOP): its workers run on, and it can
+  // enforce nothing. A new agent for machine 1 on the same host kills them
+  // (and the frozen agent) before it registers, so generation 1's ranks 2
+  // and 3 never run beside generation 0's (invariant 1).
+  const std::vector<std::string> flags = {"--heartbeat_interval", "0.2",
+                                          "--max_restarts", "1", "--no_python"};
+  const std::vector<std::string> worker = {
+      "/bin/sh", "-c",
+      "echo start gen $TRL_GENERATION rank $RANK pid $$; "
+      "if [ \"$TRL_GENERATION\" = 0 ]; then exec sleep 60; fi"};
+  auto frozen = StartAgent(2, 4, 1, flags);
+  auto coord = StartCoordinator(2, 4, worker, flags);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string out = frozen->Stdout();
+        return out.find("start gen 0 rank 2") != std::string::npos &&
+               out.find("start gen 0 rank 3") != std::string::npos;
+      },
+      seconds(20)))
+      << frozen->Output() << coord->Output();
+  std::vector<pid_t> old_workers;
+  static const std::regex started("start gen 0 rank [23] pid ([0-9]+)");
+  const std::string out = frozen->Stdout();
+  for (std::sregex_iterator it(out.begin(), out.end(), started), end; it != end;
+       ++it) {
+    old_workers.push_back(std::stoi((*it)[1]));
+  }
+  ASSERT_EQ(old_workers.size(), 2u);
+  for (pid_t pid : old_workers) worker_pids_.insert(pid);
+  frozen->Signal(SIGSTOP);
+  ASSERT_TRUE(coord->WaitForOutput("machine 1 is lost", seconds(20)))
+      << coord->Output();
+  for (pid_t pid : old_workers) ASSERT_TRUE(Running(pid));
+
+  auto replacement = StartAgent(2, 4, 1, flags);
+  // The moment generation 1 is assigned, generation 0's workers of
+  // machine 1 are gone.
+  bool checked = false;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        if (coord->Stderr().find("generation 1:") == std::string::npos) {
+          return false;
+        }
+        for (pid_t pid : old_workers) {
+          EXPECT_FALSE(Running(pid))
+              << "generation 0's worker " << pid << " runs beside generation 1";
+        }
+        checked = true;
+        return true;
+      },
+      seconds(30)))
+      << coord->Output() << replacement->Output();
+  EXPECT_TRUE(checked);
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_EQ(replacement->Wait(seconds(30)), 0) << replacement->Output();
+  EXPECT_NE(replacement->Stderr().find("killed 2 worker process(es) and 1 "
+                                       "agent(s)"),
+            std::string::npos)
+      << replacement->Stderr();
+  frozen->Wait(seconds(10));
+}
+
 }  // namespace
 }  // namespace trl::testing

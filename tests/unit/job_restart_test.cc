@@ -328,5 +328,56 @@ TEST_F(JobRestartTest, HeartbeatsAreNotCheckedWhileWaitingForAgents) {
   EXPECT_TRUE(job.Tick(now_ + seconds(30)).drop_agents.empty());
 }
 
+// Invariant 1 when a machine is taken over: its old agent (frozen, or cut
+// off) may keep its workers until its lease ends, and then for the stop
+// grace; another agent gets the machine's ranks only after that.
+TEST_F(JobRestartTest, AnotherAgentGetsALostMachinesRanksOnlyAfterItsLease) {
+  JobSettings settings = Settings(3);
+  settings.stop_grace = seconds(2);
+  JobStateMachine job(settings, now_);
+  AgentInfo first = Agent(1);
+  first.agent_pid = 111;
+  first.lease = seconds(4);
+  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+  ASSERT_TRUE(job.Register(first, now_).ok());
+  const GenerationStart start = Start(job);
+  LoseMachine1(job, start);  // declared lost now: its lease ends by now + 4 s
+  AgentInfo replacement = Agent(1);
+  replacement.hostname = "spare";
+  replacement.agent_pid = 222;
+  replacement.lease = seconds(4);
+  now_ += seconds(1);
+  ASSERT_TRUE(job.Register(replacement, now_).ok());
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  now_ += seconds(4);  // 5 s after the loss: lease over, grace not yet
+  job.Heartbeat(0, now_);
+  job.Heartbeat(1, now_);
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  const auto next = job.NextDeadline(now_);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, now_ + seconds(1));  // 4 s lease + 2 s grace after loss
+  now_ += seconds(1);
+  EXPECT_TRUE(job.Tick(now_).start_generation);
+}
+
+TEST_F(JobRestartTest, AnAgentOnTheSameHostGetsTheRanksBackAtOnce) {
+  // The lost agent itself stopped its workers before it reconnected; a new
+  // one on the same host killed what the old one left before registering.
+  for (int pid : {111, 222}) {
+    JobStateMachine job(Settings(3), now_);
+    AgentInfo agent = Agent(1);
+    agent.agent_pid = 111;
+    agent.lease = seconds(4);
+    ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+    ASSERT_TRUE(job.Register(agent, now_).ok());
+    const GenerationStart start = Start(job);
+    LoseMachine1(job, start);
+    now_ += seconds(1);
+    agent.agent_pid = pid;
+    ASSERT_TRUE(job.Register(agent, now_).ok());
+    EXPECT_TRUE(job.Tick(now_).start_generation) << "pid " << pid;
+  }
+}
+
 }  // namespace
 }  // namespace trl
