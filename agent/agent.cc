@@ -117,6 +117,9 @@ int Agent::Run() {
   // coordinator, only for the reconnect timeout: an agent whose coordinator
   // never comes back leaves instead of waiting for a job that is over.
   auto wait_limit = options_.connect_timeout;
+  // What this machine's workers of the last generation did on their own,
+  // carried from a lost session to the next registration.
+  std::vector<pb::WorkerExited> last_exits;
   while (true) {
     if (!WaitForCoordinator(channel, *credentials, wait_limit)) {
       exit_code = StopExitCode() != 0 ? StopExitCode() : 1;
@@ -174,7 +177,11 @@ int Agent::Run() {
       (*registration.mutable_config_fingerprint())[key] = value;
     }
 
-    AgentSession session(session_options, console_, channel, scratch_dir);
+    for (const auto& exited : last_exits) {
+      *registration.add_last_generation_exits() = exited;
+    }
+    AgentSession session(session_options, console_, channel, scratch_dir,
+                         last_exits);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stop_signal_ != 0) {
@@ -189,6 +196,7 @@ int Agent::Run() {
       session_ = nullptr;
     }
     exit_code = end.exit_code;
+    last_exits = session.OwnExitsOfLastGeneration();
     if (end.kind != AgentSession::End::kLost) break;
     wait_limit = options_.reconnect_timeout;
     channel = AgentChannel(

@@ -35,11 +35,24 @@ int64_t NowNs() {
 
 AgentSession::AgentSession(const AgentOptions& options, Console* console,
                            std::shared_ptr<grpc::Channel> channel,
-                           std::string scratch_dir)
+                           std::string scratch_dir,
+                           std::vector<pb::WorkerExited> carried_exits)
     : options_(options),
       console_(console),
       stub_(pb::Coordinator::NewStub(channel)),
-      scratch_dir_(std::move(scratch_dir)) {}
+      scratch_dir_(std::move(scratch_dir)) {
+  for (auto& exited : carried_exits) {
+    report_generation_ = exited.generation();
+    own_exits_[exited.local_rank()] = std::move(exited);
+  }
+}
+
+std::vector<pb::WorkerExited> AgentSession::OwnExitsOfLastGeneration() const {
+  std::lock_guard<std::mutex> lock(report_mutex_);
+  std::vector<pb::WorkerExited> exits;
+  for (const auto& [local, exited] : own_exits_) exits.push_back(exited);
+  return exits;
+}
 
 AgentSession::~AgentSession() = default;
 
@@ -125,6 +138,8 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
     }
   }
   if (!end) {
+    // From here on, exits are ours (the stop below), not the workers' own.
+    connection_lost_ = true;
     end = End{End::kLost, 1};
     if (lease_expired_) {
       Log()->error(
@@ -268,6 +283,17 @@ void AgentSession::ReportExit(int64_t generation, int local_rank,
   exited->set_start_error(outcome.start_error);
   exited->set_reason(outcome.reason);
   for (const auto& line : outcome.last_lines) exited->add_last_lines(line);
+  Log()->debug("generation {}: local rank {} exited (code {}, signal {})",
+               generation, local_rank, outcome.exit.exit_code,
+               outcome.exit.signal);
+  if (!connection_lost_) {
+    std::lock_guard<std::mutex> lock(report_mutex_);
+    if (generation == report_generation_) {
+      pb::WorkerExited kept = *exited;
+      kept.clear_last_lines();  // the report stays small
+      own_exits_[local_rank] = std::move(kept);
+    }
+  }
   Write(message);
 }
 
@@ -275,6 +301,11 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   const int64_t generation = a.generation();
   stop_grace_ =
       std::chrono::milliseconds(static_cast<int64_t>(a.stop_grace_s() * 1000));
+  {
+    std::lock_guard<std::mutex> report_lock(report_mutex_);
+    report_generation_ = generation;
+    own_exits_.clear();
+  }
   std::unique_lock<std::mutex> lock(group_mutex_);
   EndGroup();  // nothing of an older generation may survive
   group_job_id_ = a.job_id();

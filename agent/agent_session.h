@@ -12,9 +12,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/udp_heartbeat_sender.h"
@@ -32,8 +34,11 @@ class AgentSession {
   };
 
   // `scratch_dir` holds per-rank files when no log_dir is set.
+  // `carried_exits`: what an earlier session knew of the last generation's
+  // own exits (see OwnExitsOfLastGeneration).
   AgentSession(const AgentOptions& options, Console* console,
-               std::shared_ptr<grpc::Channel> channel, std::string scratch_dir);
+               std::shared_ptr<grpc::Channel> channel, std::string scratch_dir,
+               std::vector<trl::launch::v1::WorkerExited> carried_exits = {});
   ~AgentSession();
 
   // Runs the session on the calling thread, which forks the workers and so
@@ -44,6 +49,11 @@ class AgentSession {
   // process groups (unless they have it) and tell the coordinator;
   // `escalate` kills them instead.
   void StopLocally(const StopSignal& signal, bool escalate);
+
+  // The exits of the last generation's workers that ended on their own
+  // before the connection was lost: sent with the next registration, since
+  // the coordinator may never have heard of them.
+  std::vector<trl::launch::v1::WorkerExited> OwnExitsOfLastGeneration() const;
 
  private:
   bool Write(const trl::launch::v1::AgentMessage& message);
@@ -82,6 +92,11 @@ class AgentSession {
   std::mutex lease_mutex_;
   std::condition_variable lease_wakeup_;
   bool lease_watch_ended_ = false;  // guarded by lease_mutex_
+
+  mutable std::mutex report_mutex_;
+  int64_t report_generation_ = -1;                          // guarded
+  std::map<int, trl::launch::v1::WorkerExited> own_exits_;  // guarded
+  std::atomic<bool> connection_lost_{false};
 
   std::mutex group_mutex_;
   std::unique_ptr<WorkerGroup> group_;  // guarded by group_mutex_

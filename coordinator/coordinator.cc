@@ -189,6 +189,16 @@ void Coordinator::HandleRegistration(AgentLink* link,
   info.local_world_size = request.local_world_size();
   info.local_device_count = request.local_device_count();
   info.agent_pid = request.agent_pid();
+  for (const auto& exited : request.last_generation_exits()) {
+    // One generation's report; anything else in it is ignored.
+    if (info.report_generation < 0)
+      info.report_generation = exited.generation();
+    if (exited.generation() == info.report_generation &&
+        exited.local_rank() >= 0 &&
+        exited.local_rank() < request.local_world_size()) {
+      info.reported_exits[exited.local_rank()] = FromProto(exited);
+    }
+  }
   info.lease = std::chrono::milliseconds(std::max(0, request.lease_ms()));
   info.config_fingerprint.insert(request.config_fingerprint().begin(),
                                  request.config_fingerprint().end());

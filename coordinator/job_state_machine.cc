@@ -133,6 +133,9 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   node.info = agent;
   node.last_heartbeat = now;
   if (rejoin) {
+    // Its ranks stay where they are until the next generation assigns
+    // them again (a report of their exits refers to them).
+    node.rank_offset = existing->second.rank_offset;
     // An agent on the host that was lost may have the machine's ranks at
     // once: the one that was lost stopped its workers before it
     // reconnected, and a new one killed what an earlier one left there
@@ -240,6 +243,15 @@ Decision JobStateMachine::Tick(TimePoint now) {
       return decision;
     }
   }
+  if (awaiting_report_from_ >= 0) {
+    Decision settled = SettleAwaitedReport(now);
+    if (settled.stop_generation)
+      decision.stop_generation = settled.stop_generation;
+    if (settled.finished) {
+      decision.finished = settled.finished;
+      return decision;
+    }
+  }
   decision.start_generation = ReadyToStart(now);
   return decision;
 }
@@ -258,6 +270,7 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
     consider(created_at_ + settings_.registration_timeout + kPast);
     consider(restart_not_before_);  // a resumed job's backoff
   }
+  if (awaiting_report_from_ >= 0) consider(report_deadline_ + kPast);
   if (phase_ == JobPhase::kRestarting) {
     consider(restart_not_before_);
     consider(rejoin_deadline_ + kPast);
@@ -323,6 +336,8 @@ RankRecord* JobStateMachine::FindRank(int machine_rank, int64_t generation,
   }
   const size_t index = node->second.rank_offset + local_rank;
   if (index >= ranks_.size()) return nullptr;
+  // Only this machine's own ranks: a report may never touch another's.
+  if (ranks_[index].machine_rank != machine_rank) return nullptr;
   return &ranks_[index];
 }
 
@@ -408,15 +423,82 @@ Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
     }
   }
   if (phase_ == JobPhase::kRunning) {
-    FailureRecord failure;
-    failure.generation = generation_;
-    failure.machine_rank = machine_rank;
-    failure.hostname = it->second.info.hostname;
-    failure.reason = absl::StrCat("the agent of machine ", machine_rank,
-                                  " (host ", failure.hostname, ") ", why);
-    return Fail(std::move(failure), 1, now);
+    if (live_ranks_ == 0 && awaiting_report_from_ < 0) {
+      // Every other rank has exited 0: this machine's workers may have
+      // too, and only their exits were lost with the connection. Wait
+      // (bounded) for its agent to come back and say.
+      awaiting_report_from_ = machine_rank;
+      report_deadline_ = now + settings_.rejoin_timeout;
+      it->second.lost_reason = why;
+      return decision;
+    }
+    return FailForLoss(machine_rank, why, now);
   }
   MaybeFinish(decision, now);
+  return decision;
+}
+
+Decision JobStateMachine::FailForLoss(int machine_rank, const std::string& why,
+                                      TimePoint now) {
+  FailureRecord failure;
+  failure.generation = generation_;
+  failure.machine_rank = machine_rank;
+  failure.hostname = nodes_.at(machine_rank).info.hostname;
+  failure.reason = absl::StrCat("the agent of machine ", machine_rank,
+                                " (host ", failure.hostname, ") ", why);
+  return Fail(std::move(failure), 1, now);
+}
+
+Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {
+  Decision decision;
+  if (awaiting_report_from_ < 0 || phase_ != JobPhase::kRunning) {
+    return decision;
+  }
+  const int m = awaiting_report_from_;
+  NodeRecord& node = nodes_.at(m);
+  if (!node.connected) {
+    if (now <= report_deadline_) return decision;
+    awaiting_report_from_ = -1;
+    return FailForLoss(
+        m,
+        absl::StrCat(node.lost_reason, " and did not come back within ",
+                     settings_.rejoin_timeout.count() / 1000.0,
+                     " s to report its workers"),
+        now);
+  }
+  awaiting_report_from_ = -1;
+  const AgentInfo& report = node.info;
+  const bool complete = report.report_generation == generation_ &&
+                        static_cast<int>(report.reported_exits.size()) ==
+                            node.info.local_world_size;
+  if (!complete) {
+    return FailForLoss(m,
+                       "lost its connection and came back without the "
+                       "outcome of every worker",
+                       now);
+  }
+  for (const auto& [local, exit] : report.reported_exits) {
+    RankRecord* found = FindRank(m, generation_, local);
+    if (found == nullptr) continue;
+    RankRecord& rank = *found;
+    rank.exit = exit;
+    if (exit.Succeeded()) {
+      rank.state = RankState::kSucceeded;
+      continue;
+    }
+    rank.state = RankState::kFailed;
+    FailureRecord failure;
+    failure.generation = generation_;
+    failure.rank = rank.rank;
+    failure.machine_rank = m;
+    failure.hostname = node.info.hostname;
+    failure.exit = exit;
+    failure.reason =
+        absl::StrCat("rank ", rank.rank, " (local rank ", local, " on machine ",
+                     m, ", host ", failure.hostname, ") ", exit.Describe());
+    return Fail(std::move(failure), exit.LauncherExitCode(), now);
+  }
+  MaybeFinish(decision, now);  // every rank exited 0: the job succeeded
   return decision;
 }
 
@@ -433,6 +515,7 @@ Decision JobStateMachine::StopRequested(const std::string& reason,
   record.reason = reason;
   failures_.push_back(record);
   pending_outcome_ = JobOutcome{JobPhase::kStopped, exit_code, reason};
+  awaiting_report_from_ = -1;
   if (phase_ == JobPhase::kWaitingForAgents ||
       phase_ == JobPhase::kRestarting) {
     Finish(*pending_outcome_, decision);  // no worker runs
@@ -470,6 +553,7 @@ Decision JobStateMachine::Fail(FailureRecord failure, int exit_code,
     pending_outcome_.reset();  // restart once the generation is gone
   }
   failures_.push_back(std::move(failure));
+  awaiting_report_from_ = -1;  // the generation fails whatever it reports
   phase_ = JobPhase::kStopping;
   decision.stop_generation = summary;
   MaybeFinish(decision, now);
@@ -485,6 +569,7 @@ void JobStateMachine::Finish(JobOutcome outcome, Decision& decision) {
 void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
   if (phase_ != JobPhase::kRunning && phase_ != JobPhase::kStopping) return;
   if (live_ranks_ > 0) return;
+  if (phase_ == JobPhase::kRunning && awaiting_report_from_ >= 0) return;
   if (phase_ == JobPhase::kRunning) {
     // Every rank exited on its own, and none failed (a failure would have
     // moved the job to kStopping).

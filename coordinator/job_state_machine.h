@@ -25,6 +25,22 @@ namespace trl {
 
 using TimePoint = std::chrono::steady_clock::time_point;
 
+struct WorkerExit {
+  int exit_code = 0;
+  int signal = 0;
+  std::string start_error;  // the worker never ran
+  std::string reason;       // why the agent ended it (a hang), if it did
+  std::vector<std::string> last_lines;
+
+  bool Succeeded() const {
+    return exit_code == 0 && signal == 0 && start_error.empty();
+  }
+  // "exited with code 3", "was killed by signal 9 (SIGKILL)", ...
+  std::string Describe() const;
+  // The exit status a launcher reports for it (128+signal for signals).
+  int LauncherExitCode() const;
+};
+
 struct AgentInfo {
   int machine_rank = 0;
   std::string hostname;
@@ -37,6 +53,10 @@ struct AgentInfo {
   // a word from us (its lease).
   int agent_pid = 0;
   std::chrono::milliseconds lease{0};
+  // A rejoining agent's word on its workers of `report_generation` that
+  // exited on their own before it lost its connection: local rank -> exit.
+  int64_t report_generation = -1;
+  std::map<int, WorkerExit> reported_exits;
 };
 
 enum class JobPhase {
@@ -60,22 +80,6 @@ enum class RankState {
   kLost
 };
 const char* RankStateName(RankState state);
-
-struct WorkerExit {
-  int exit_code = 0;
-  int signal = 0;
-  std::string start_error;  // the worker never ran
-  std::string reason;       // why the agent ended it (a hang), if it did
-  std::vector<std::string> last_lines;
-
-  bool Succeeded() const {
-    return exit_code == 0 && signal == 0 && start_error.empty();
-  }
-  // "exited with code 3", "was killed by signal 9 (SIGKILL)", ...
-  std::string Describe() const;
-  // The exit status a launcher reports for it (128+signal for signals).
-  int LauncherExitCode() const;
-};
 
 struct RankRecord {
   int rank = 0;
@@ -227,6 +231,10 @@ class JobStateMachine {
   // an old agent's lease and grace among machines taken over by another.
   TimePoint ReplacementsAllowedAt() const;
   Decision LoseAgent(int machine_rank, const std::string& why, TimePoint now);
+  Decision FailForLoss(int machine_rank, const std::string& why, TimePoint now);
+  // A machine lost while the rest of its generation had exited 0 may have
+  // finished too: its agent's report, when it rejoins, decides.
+  Decision SettleAwaitedReport(TimePoint now);
   Decision Fail(FailureRecord failure, int exit_code, TimePoint now);
   void Finish(JobOutcome outcome, Decision& decision);
   // Once nothing of the current generation is alive: restart or end.
@@ -252,6 +260,10 @@ class JobStateMachine {
   std::optional<JobOutcome> pending_outcome_;
   int restarts_used_ = 0;
   TimePoint restart_not_before_;
+  // The machine whose report on its last workers the job waits for (-1:
+  // none), and until when.
+  int awaiting_report_from_ = -1;
+  TimePoint report_deadline_;
   TimePoint rejoin_deadline_;
   std::optional<JobOutcome> outcome_;
 };

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tests/integration/launcher_fixture.h"
+#include "tests/integration/tcp_relay.h"
 
 namespace trl::testing {
 namespace {
@@ -233,6 +234,51 @@ TEST_F(LauncherTest, AReplacementAgentEndsWhatAFrozenOneLeftBeforeItsRanksRun) {
             std::string::npos)
       << replacement->Stderr();
   frozen->Wait(seconds(10));
+}
+
+TEST_F(LauncherTest, AMachineCutOffInTheLastSecondStillSucceeds) {
+  // Machine 1 reaches the coordinator through a relay. Its workers exit 0
+  // while the relay holds every byte, then the relay cuts the connection:
+  // the coordinator never heard of their exits until the agent rejoins
+  // and reports them. Every rank exited 0: the job succeeded (exit 0), it
+  // is neither failed nor run again.
+  TcpRelay relay(port_);
+  const std::string worker =
+      "if [ \"$GROUP_RANK\" = 1 ]; then echo about to exit; sleep 1; fi";
+  std::vector<std::string> agent_argv = {TRL_AGENT_BIN, "--machine_rank", "1"};
+  for (const std::string& flag :
+       {std::string("--num_machines"), std::string("2"),
+        std::string("--num_processes"), std::string("4"),
+        std::string("--main_process_ip"), std::string("127.0.0.1"),
+        std::string("--main_process_port"), std::to_string(relay.port()),
+        std::string("--use_cpu")}) {
+    agent_argv.push_back(flag);
+  }
+  Subprocess agent(agent_argv, {"TRL_LOG_LEVEL=debug"});
+  auto coord = StartCoordinator(2, 4, {"/bin/sh", "-c", worker},
+                                {"--no_python", "--max_restarts", "0"});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string out = agent.Stdout();
+        return out.find("[rank 2] about to exit") != std::string::npos &&
+               out.find("[rank 3] about to exit") != std::string::npos;
+      },
+      seconds(20)))
+      << agent.Output() << coord->Output();
+  relay.Hold();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string log = agent.Stderr();
+        return log.find("local rank 0 exited (code 0") != std::string::npos &&
+               log.find("local rank 1 exited (code 0") != std::string::npos;
+      },
+      seconds(20)))
+      << agent.Output();
+  relay.CutAndResume();
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_EQ(agent.Wait(seconds(30)), 0) << agent.Output();
+  EXPECT_EQ(coord->Stderr().find("generation 1"), std::string::npos)
+      << "the job ran again";
 }
 
 }  // namespace

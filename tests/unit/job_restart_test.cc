@@ -245,6 +245,7 @@ TEST_F(JobRestartTest, MachineThatNeverRejoinsFailsTheJob) {
   job.Heartbeat(0, now_ + seconds(59));  // machine 0 stays alive
   EXPECT_FALSE(job.Tick(now_ + seconds(59)).finished.has_value());
   job.Heartbeat(0, now_ + seconds(61));
+  job.Heartbeat(0, now_ + seconds(61));
   const Decision decision = job.Tick(now_ + seconds(61));
   ASSERT_TRUE(decision.finished.has_value());
   EXPECT_EQ(decision.finished->phase, JobPhase::kFailed);
@@ -377,6 +378,76 @@ TEST_F(JobRestartTest, AnAgentOnTheSameHostGetsTheRanksBackAtOnce) {
     ASSERT_TRUE(job.Register(agent, now_).ok());
     EXPECT_TRUE(job.Tick(now_).start_generation) << "pid " << pid;
   }
+}
+
+// Invariant 5: a machine cut off in the job's last second, after every
+// other rank exited 0, may have finished too; its agent's report decides.
+class LastSecondLossTest : public JobRestartTest {
+ protected:
+  // Generation 0 runs; machine 0's ranks exit 0; machine 1 is cut off.
+  JobStateMachine CutOffAtTheEnd(int max_restarts) {
+    JobStateMachine job = Registered(max_restarts);
+    start_ = Start(job);
+    job.WorkerExited(0, start_.generation, 0, Code(0), now_);
+    job.WorkerExited(0, start_.generation, 1, Code(0), now_);
+    const Decision lost = job.AgentDisconnected(1, now_);
+    EXPECT_FALSE(lost.stop_generation.has_value());
+    EXPECT_FALSE(lost.finished.has_value());
+    EXPECT_FALSE(job.Tick(now_ + seconds(1)).finished.has_value());
+    return job;
+  }
+  AgentInfo Back(std::vector<int> exit_codes) {
+    AgentInfo agent = Agent(1);
+    agent.report_generation = start_.generation;
+    for (size_t local = 0; local < exit_codes.size(); ++local) {
+      agent.reported_exits[local] = Code(exit_codes[local]);
+    }
+    return agent;
+  }
+  GenerationStart start_;
+};
+
+TEST_F(LastSecondLossTest, AllExitedZeroIsASuccess) {
+  JobStateMachine job = CutOffAtTheEnd(0);
+  now_ += seconds(2);
+  ASSERT_TRUE(job.Register(Back({0, 0}), now_).ok());
+  const Decision decision = job.Tick(now_);
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kSucceeded);
+  EXPECT_EQ(decision.finished->exit_code, 0);
+}
+
+TEST_F(LastSecondLossTest, AReportedFailureIsTheJobsFailure) {
+  JobStateMachine job = CutOffAtTheEnd(0);
+  ASSERT_TRUE(job.Register(Back({0, 3}), now_).ok());
+  const Decision decision = job.Tick(now_);
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->exit_code, 3);
+  EXPECT_NE(decision.finished->summary.find("rank 3"), std::string::npos)
+      << decision.finished->summary;
+}
+
+TEST_F(LastSecondLossTest, NoReportIsALostMachine) {
+  JobStateMachine job = CutOffAtTheEnd(1);
+  ASSERT_TRUE(job.Register(Agent(1), now_).ok());  // no report
+  job.Tick(now_);
+  EXPECT_EQ(job.restarts_used(), 1);  // a restart, as for any lost machine
+  ASSERT_FALSE(job.failures().empty());
+  EXPECT_NE(job.failures().back().reason.find("without the outcome"),
+            std::string::npos);
+}
+
+TEST_F(LastSecondLossTest,
+       AMachineThatNeverComesBackFailsAfterTheRejoinTimeout) {
+  JobStateMachine job = CutOffAtTheEnd(0);
+  job.Heartbeat(0, now_ + seconds(59));
+  EXPECT_FALSE(job.Tick(now_ + seconds(59)).finished.has_value());
+  const auto next = job.NextDeadline(now_ + seconds(59));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_LE(*next, now_ + seconds(60) + milliseconds(1));
+  const Decision decision = job.Tick(now_ + seconds(61));
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kFailed);
 }
 
 }  // namespace
