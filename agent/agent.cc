@@ -15,6 +15,7 @@
 #include "agent/stale_workers.h"
 #include "common/logging.h"
 #include "common/network.h"
+#include "common/private_files.h"
 #include "common/tls_credentials.h"
 
 namespace trl {
@@ -42,7 +43,7 @@ int Agent::StopExitCode() {
 bool Agent::WaitForCoordinator(
     std::shared_ptr<grpc::Channel>& channel,
     const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-    std::chrono::milliseconds timeout) {
+    std::chrono::milliseconds timeout, bool* refused) {
   const std::string target =
       JoinHostPort(options_.coordinator_host, options_.coordinator_port);
   const auto started = steady_clock::now();
@@ -71,24 +72,45 @@ bool Agent::WaitForCoordinator(
   }
   // The port answers: a fresh channel connects now, with no backoff left
   // from failed attempts.
-  channel = AgentChannel(target, credentials);
+  channel = AgentChannel(target, credentials, options_.identity.has_value());
+  const auto answered = steady_clock::now();
   while (!channel->WaitForConnected(std::chrono::system_clock::now() +
                                     std::chrono::milliseconds(200))) {
     if (!keep_waiting()) return false;
+    // The port answers but no connection comes up: the TLS handshake
+    // fails. A coordinator that holds another token (or that is not a
+    // trl-coord) will not change its mind; a starting one takes
+    // milliseconds, not seconds.
+    if (steady_clock::now() - answered > std::chrono::seconds(5)) {
+      Log()->error(
+          "cannot authenticate with the coordinator at {}: its port answers "
+          "but the TLS handshake fails (its token differs from this agent's, "
+          "or it is not a trl-coord); nothing was sent to it",
+          target);
+      *refused = true;
+      return false;
+    }
   }
   return true;
 }
 
 int Agent::Run() {
-  auto credentials = ClientCredentials(
-      TlsFiles{options_.tls_cert, options_.tls_key, options_.tls_ca});
-  if (!credentials.ok()) {
-    Log()->error("{}", std::string(credentials.status().message()));
-    return 2;
+  const bool derived = options_.identity.has_value();
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (derived) {
+    credentials = DerivedClientCredentials(*options_.identity);
+  } else {
+    auto files = ClientCredentials(
+        TlsFiles{options_.tls_cert, options_.tls_key, options_.tls_ca});
+    if (!files.ok()) {
+      Log()->error("{}", std::string(files.status().message()));
+      return 2;
+    }
+    credentials = *files;
   }
-  auto channel = AgentChannel(
-      JoinHostPort(options_.coordinator_host, options_.coordinator_port),
-      *credentials);
+  const std::string target =
+      JoinHostPort(options_.coordinator_host, options_.coordinator_port);
+  auto channel = AgentChannel(target, credentials, derived);
   // Per-rank files when no log_dir is given; removed when the agent ends.
   // mkdtemp: a fresh name, mode 0700, so that nothing another user planted
   // in a shared $TMPDIR is used.
@@ -120,9 +142,21 @@ int Agent::Run() {
   // What this machine's workers of the last generation did on their own,
   // carried from a lost session to the next registration.
   std::vector<pb::WorkerExited> last_exits;
+  // Workers verify the coordinator's store with the identity's certificate
+  // (public); the private key stays in this process.
+  std::string store_certificate;
+  if (derived && !scratch_dir.empty()) {
+    store_certificate = scratch_dir + "/coordinator.pem";
+    if (!WriteFileAtomically(store_certificate,
+                             options_.identity->certificate_pem, 0644)
+             .ok()) {
+      store_certificate.clear();
+    }
+  }
   while (true) {
-    if (!WaitForCoordinator(channel, *credentials, wait_limit)) {
-      exit_code = StopExitCode() != 0 ? StopExitCode() : 1;
+    bool refused = false;
+    if (!WaitForCoordinator(channel, credentials, wait_limit, &refused)) {
+      exit_code = StopExitCode() != 0 ? StopExitCode() : refused ? 2 : 1;
       break;
     }
     std::string address = options_.advertise_addr;
@@ -160,6 +194,7 @@ int Agent::Run() {
     }
     AgentOptions session_options = options_;
     session_options.interface_name = InterfaceWithAddress(address);
+    if (derived) session_options.tls_ca = store_certificate;
 
     pb::AgentRegistration registration;
     registration.set_machine_rank(options_.config.machine_rank);
@@ -199,9 +234,7 @@ int Agent::Run() {
     last_exits = session.OwnExitsOfLastGeneration();
     if (end.kind != AgentSession::End::kLost) break;
     wait_limit = options_.reconnect_timeout;
-    channel = AgentChannel(
-        JoinHostPort(options_.coordinator_host, options_.coordinator_port),
-        *credentials);
+    channel = AgentChannel(target, credentials, derived);
     if (StopExitCode() != 0) {
       exit_code = StopExitCode();
       break;

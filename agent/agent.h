@@ -11,10 +11,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "agent/console.h"
 #include "common/accelerate_config.h"
+#include "common/derived_identity.h"
 #include "common/launch_options.h"
 #include "common/stop_signals.h"
 #include "common/worker_environment.h"
@@ -55,8 +57,12 @@ struct AgentOptions {
   std::string working_directory;
   // The interface that carries the advertised address; Run fills it in.
   std::string interface_name;
-  // Sent with every RPC; empty with --insecure.
+  // Sent with every RPC over TLS with the given certificates; empty with
+  // --insecure and with `identity`.
   std::string auth_token;
+  // The identity derived from the token (the default): mutual TLS, the
+  // token itself never sent.
+  std::optional<DerivedIdentity> identity;
   // Plaintext when none of the files is set.
   std::string tls_cert;
   std::string tls_key;
@@ -89,10 +95,12 @@ class Agent {
  private:
   // Waits until the coordinator's port answers, then connects `channel`
   // afresh with `credentials`; false on timeout or a stop.
+  // `refused` is set when the port answers but the handshake keeps
+  // failing (another token).
   bool WaitForCoordinator(
       std::shared_ptr<grpc::Channel>& channel,
       const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-      std::chrono::milliseconds timeout);
+      std::chrono::milliseconds timeout, bool* refused);
   int StopExitCode();  // 128+signal once a stop was requested, else 0
 
   const AgentOptions options_;

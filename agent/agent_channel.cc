@@ -1,5 +1,7 @@
 #include "agent/agent_channel.h"
 
+#include "common/tls_credentials.h"
+
 namespace trl {
 
 void SetAgentKeepalive(grpc::ChannelArguments* args) {
@@ -13,8 +15,10 @@ void SetAgentKeepalive(grpc::ChannelArguments* args) {
 
 std::shared_ptr<grpc::Channel> AgentChannel(
     const std::string& target,
-    const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    bool derived_identity) {
   grpc::ChannelArguments args;
+  if (derived_identity) SetDerivedServerName(&args);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);

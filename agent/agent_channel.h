@@ -10,9 +10,12 @@
 
 namespace trl {
 
+// `derived_identity`: the credentials are the token's derived identity
+// (common/derived_identity.h), checked against its name.
 std::shared_ptr<grpc::Channel> AgentChannel(
     const std::string& target,
-    const std::shared_ptr<grpc::ChannelCredentials>& credentials);
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    bool derived_identity);
 
 // The keepalive pings of AgentChannel, for the agent simulator: it must
 // cost the coordinator what real agents cost. (It keeps gRPC's default

@@ -14,6 +14,8 @@
 #include "common/auth_token.h"
 #include "common/cli_errors.h"
 #include "common/daemon_process.h"
+#include "common/derived_identity.h"
+#include "common/grpc_logging.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
 #include "common/logging.h"
@@ -22,6 +24,7 @@
 
 int main(int argc, char** argv) {
   trl::PrepareDaemonProcess();
+  trl::RouteGrpcLogs();
   trl::BlockStopSignals();
   trl::IgnoreBrokenPipes();
   trl::BecomeChildSubreaper();
@@ -84,7 +87,20 @@ int main(int argc, char** argv) {
   trl::ForgetTokenFromEnvironment();
   trl::AgentOptions agent_options =
       trl::AgentOptionsFromFlags(*config, options, machine, *coordinator);
-  agent_options.auth_token = *auth_token;
+  // The default: TLS with the identity derived from the token (never sent);
+  // with certificates given, the token as a bearer over their TLS.
+  if (!options.insecure && options.tls_cert.empty() &&
+      options.tls_key.empty() && options.tls_ca.empty()) {
+    auto identity = trl::DeriveIdentity(*auth_token);
+    if (!identity.ok()) {
+      std::fprintf(stderr, "trl-agent: error: %s\n",
+                   std::string(identity.status().message()).c_str());
+      return 2;
+    }
+    agent_options.identity = *std::move(identity);
+  } else {
+    agent_options.auth_token = *auth_token;
+  }
 
   trl::Console console(stdout, stderr);
   trl::Agent agent(agent_options, &console);

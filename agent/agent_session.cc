@@ -11,6 +11,7 @@
 #include "agent/orphans.h"
 #include "common/auth_token.h"
 #include "common/logging.h"
+#include "common/network.h"
 #include "common/private_files.h"
 #include "common/stop_signals.h"
 #include "common/worker_command.h"
@@ -348,9 +349,19 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   Environment job_env(a.job_environment().begin(), a.job_environment().end());
   // Workers reach the coordinator's store the way this agent reaches the
   // coordinator: the same TLS files (paths only; never the auth token).
+  // Which coordinator these workers belong to, as this agent dials it: a
+  // later agent of this machine finds what an earlier one left by it.
+  job_env["TRL_LAUNCH_COORDINATOR"] =
+      JoinHostPort(options_.coordinator_host, options_.coordinator_port);
   if (!options_.tls_ca.empty()) job_env["TRL_TLS_CA"] = options_.tls_ca;
-  if (!options_.tls_cert.empty()) job_env["TRL_TLS_CERT"] = options_.tls_cert;
-  if (!options_.tls_key.empty()) job_env["TRL_TLS_KEY"] = options_.tls_key;
+  if (options_.identity) {
+    // The store's TLS: verified against the derived identity's certificate
+    // and name; workers present no certificate (they hold no token).
+    job_env["TRL_TLS_SERVER_NAME"] = kDerivedServerName;
+  } else {
+    if (!options_.tls_cert.empty()) job_env["TRL_TLS_CERT"] = options_.tls_cert;
+    if (!options_.tls_key.empty()) job_env["TRL_TLS_KEY"] = options_.tls_key;
+  }
   std::vector<WorkerLaunch> launches;
   for (int local = 0; local < a.local_world_size(); ++local) {
     const int rank = a.rank_offset() + local;

@@ -76,7 +76,7 @@ bool Alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
                                     int machine_rank) {
   const std::string address_entry =
-      "TRL_COORDINATOR_ADDR=" + coordinator_address;
+      "TRL_LAUNCH_COORDINATOR=" + coordinator_address;
   const std::string rank_entry = "GROUP_RANK=" + std::to_string(machine_rank);
   const pid_t self = getpid();
   StaleProcesses result;

@@ -2,10 +2,11 @@
 // same machine_rank and coordinator ran (killed with SIGKILL, frozen with
 // SIGSTOP, or cut off and not yet at the end of its lease) ends what that
 // agent left before it registers: the workers, recognised by the launch
-// variables they inherited (TRL_COORDINATOR_ADDR and GROUP_RANK), with
-// their process groups, and the trl-agent process that started them. The
-// coordinator then hands the machine's ranks to the new agent at once,
-// without two generations of a rank alive together (invariant 1).
+// variables they inherited (TRL_LAUNCH_COORDINATOR, the coordinator as agents
+// dial it, and GROUP_RANK), with their process groups, and the trl-agent
+// process that started them. The coordinator then hands the machine's ranks to
+// the new agent at once, without two generations of a rank alive together
+// (invariant 1).
 #ifndef TRL_AGENT_STALE_WORKERS_H_
 #define TRL_AGENT_STALE_WORKERS_H_
 

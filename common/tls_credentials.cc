@@ -29,6 +29,50 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag,
 
 }  // namespace
 
+std::shared_ptr<grpc::ServerCredentials> DerivedServerCredentials(
+    const DerivedIdentity& identity, bool require_client_identity) {
+  grpc::SslServerCredentialsOptions options(
+      require_client_identity
+          ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+          : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  options.pem_root_certs = identity.certificate_pem;
+  options.pem_key_cert_pairs.push_back(
+      {identity.private_key_pem, identity.certificate_pem});
+  return grpc::SslServerCredentials(options);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> DerivedClientCredentials(
+    const DerivedIdentity& identity) {
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = identity.certificate_pem;
+  if (!identity.private_key_pem.empty()) {
+    options.pem_cert_chain = identity.certificate_pem;
+    options.pem_private_key = identity.private_key_pem;
+  }
+  return grpc::SslCredentials(options);
+}
+
+void SetDerivedServerName(grpc::ChannelArguments* args) {
+  args->SetSslTargetNameOverride(kDerivedServerName);
+}
+
+absl::StatusOr<ClientSecurity> ClientSecurityFor(const TlsFiles& files,
+                                                 const std::string& token) {
+  ClientSecurity security;
+  if (files.enabled() || token.empty()) {
+    auto credentials = ClientCredentials(files);
+    if (!credentials.ok()) return credentials.status();
+    security.credentials = *credentials;
+    security.bearer_token = token;
+    return security;
+  }
+  auto identity = DeriveIdentity(token);
+  if (!identity.ok()) return identity.status();
+  security.credentials = DerivedClientCredentials(*identity);
+  security.derived_identity = true;
+  return security;
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const TlsFiles& files) {
   if (!files.enabled()) return grpc::InsecureServerCredentials();

@@ -8,11 +8,13 @@
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/derived_identity.h"
 
 namespace trl {
 
@@ -24,6 +26,31 @@ struct TlsFiles {
     return !cert_file.empty() || !key_file.empty() || !ca_file.empty();
   }
 };
+
+// TLS with the identity every daemon derives from the token
+// (derived_identity.h): the server presents it and, with
+// `require_client_identity`, requires clients to present it too; clients
+// trust only it, and present it when they hold the private key (workers
+// verify the store with the certificate alone).
+std::shared_ptr<grpc::ServerCredentials> DerivedServerCredentials(
+    const DerivedIdentity& identity, bool require_client_identity);
+std::shared_ptr<grpc::ChannelCredentials> DerivedClientCredentials(
+    const DerivedIdentity& identity);
+// Clients check the server's certificate against kDerivedServerName,
+// whatever address they dial.
+void SetDerivedServerName(grpc::ChannelArguments* args);
+
+// How a client (ps, the agent simulator) reaches the coordinator: with
+// certificate files, TLS with them and the token as a bearer; with no
+// token (--insecure), plaintext; otherwise (the default) TLS with the
+// token's derived identity and no bearer.
+struct ClientSecurity {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  bool derived_identity = false;  // call SetDerivedServerName on the channel
+  std::string bearer_token;       // to send as "authorization", if any
+};
+absl::StatusOr<ClientSecurity> ClientSecurityFor(const TlsFiles& files,
+                                                 const std::string& token);
 
 // Errors name the file or the flag that is missing or unreadable.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(

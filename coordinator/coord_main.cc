@@ -21,6 +21,7 @@
 #include "common/auth_token.h"
 #include "common/cli_errors.h"
 #include "common/daemon_process.h"
+#include "common/grpc_logging.h"
 #include "common/launch_options.h"
 #include "common/local_machine.h"
 #include "common/logging.h"
@@ -142,8 +143,20 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   if (!auth_token.ok()) return Fail(std::string(auth_token.status().message()));
   trl::ForgetTokenFromEnvironment();
   if (o.insecure) log->warn("no authentication (--insecure)");
+  // By default every connection is TLS with the identity derived from the
+  // token (mutual: the token itself never crosses the network). Given
+  // certificates, TLS with them and the token as a bearer over it.
+  const trl::TlsFiles user_tls{o.tls_cert, o.tls_key, o.tls_ca};
+  std::optional<trl::DerivedIdentity> identity;
+  if (!o.insecure && !user_tls.enabled()) {
+    auto derived = trl::DeriveIdentity(*auth_token);
+    if (!derived.ok()) return Fail(std::string(derived.status().message()));
+    identity = *std::move(derived);
+  }
   auto server_credentials =
-      trl::ServerCredentials(trl::TlsFiles{o.tls_cert, o.tls_key, o.tls_ca});
+      identity ? absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>>(
+                     trl::DerivedServerCredentials(*identity, true))
+               : trl::ServerCredentials(user_tls);
   if (!server_credentials.ok()) {
     return Fail(std::string(server_credentials.status().message()));
   }
@@ -208,8 +221,28 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       !helper.empty() && !config->use_cpu) {
     nccl = std::make_unique<trl::NcclIdSource>(helper);
   }
-  // The workers' rendezvous store (Gloo jobs), on the coordinator's port.
+  // The workers' rendezvous store (Gloo jobs): on the coordinator's port,
+  // or, where that port requires the token's identity (which workers must
+  // not hold), on a port of its own with TLS that workers verify with the
+  // identity's certificate alone. Either way its calls carry a credential
+  // per job and generation.
   trl::StoreService store;
+  const int idle_connection_ms =
+      static_cast<int>(Millis(o.connection_idle_timeout_s).count());
+  std::unique_ptr<trl::CoordinatorServer> store_server;
+  if (absl::Status can = trl::CheckCanListen(*host, config->main_process_port);
+      !can.ok()) {
+    return Fail(std::string(can.message()));
+  }
+  if (identity) {
+    auto started = trl::CoordinatorServer::Start(
+        *host, 0, nullptr, "", trl::DerivedServerCredentials(*identity, false),
+        store.service(), idle_connection_ms);
+    if (!started.ok()) return Fail(std::string(started.status().message()));
+    store_server = *std::move(started);
+    options.coordinator_address =
+        trl::JoinHostPort(*host, store_server->port());
+  }
   options.open_store_generation = [&store](const std::string& job_id,
                                            int64_t generation) {
     return store.OpenGeneration(job_id, generation);
@@ -221,9 +254,9 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       },
       [] { return steady_clock::now(); });
   auto server = trl::CoordinatorServer::Start(
-      *host, config->main_process_port, &core, *auth_token, *server_credentials,
-      store.service(),
-      static_cast<int>(Millis(o.connection_idle_timeout_s).count()));
+      *host, config->main_process_port, &core, identity ? "" : *auth_token,
+      *server_credentials, identity ? nullptr : store.service(),
+      idle_connection_ms, /*peer_identity=*/identity.has_value());
   if (!server.ok()) return Fail(std::string(server.status().message()));
   // Heartbeats as UDP datagrams on the same port, if it can be bound.
   std::unique_ptr<trl::UdpHeartbeatServer> udp_heartbeats;
@@ -242,10 +275,15 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     }
   }
   log->info(
-      "job {}: coordinator on {}, waiting for {} machine(s), {} "
+      "job {}: coordinator on {} ({}), waiting for {} machine(s), {} "
       "process(es) in all",
-      options.job_id, options.coordinator_address, config->num_machines,
-      config->num_processes);
+      options.job_id, trl::JoinHostPort(*host, config->main_process_port),
+      identity ? absl::StrCat("TLS with the token's identity; workers' store "
+                              "on ",
+                              options.coordinator_address)
+      : user_tls.enabled() ? std::string("TLS with the given certificates")
+                           : std::string("plaintext"),
+      config->num_machines, config->num_processes);
   if (auto batch = trl::EffectiveBatchFromArguments(options.worker_argv,
                                                     config->num_processes)) {
     log->info("{}", batch->Describe());
@@ -277,7 +315,11 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   if (!flags.no_local_agent) {
     trl::AgentOptions agent_options =
         trl::AgentOptionsFromFlags(*config, o, machine, *host);
-    agent_options.auth_token = *auth_token;
+    if (identity) {
+      agent_options.identity = identity;
+    } else {
+      agent_options.auth_token = *auth_token;
+    }
     // The coordinator is in this very process: no need to wait long.
     agent_options.connect_timeout = std::chrono::seconds(30);
     local_agent = std::make_unique<trl::Agent>(agent_options, &console);
@@ -340,6 +382,7 @@ int main(int argc, char** argv) {
   // lock-order cycles; at 4096 agents that was 8% of the coordinator's CPU.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   trl::PrepareDaemonProcess();
+  trl::RouteGrpcLogs();
   trl::BlockStopSignals();
   trl::IgnoreBrokenPipes();
   trl::BecomeChildSubreaper();

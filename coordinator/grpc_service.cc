@@ -109,7 +109,8 @@ class AgentStream
   bool finished_ = false;
 };
 
-// gRPC's own failure to bind says little; try the bind first to report why.
+}  // namespace
+
 absl::Status CheckCanListen(const std::string& host, int port) {
   const auto address = NumericSocketAddress(host, port);
   if (!address) {
@@ -142,8 +143,6 @@ absl::Status CheckCanListen(const std::string& host, int port) {
                                              std::strerror(error)));
 }
 
-}  // namespace
-
 // A stream refused before it starts: it ends at once with `status`.
 class RefusedStream
     : public grpc::ServerBidiReactor<pb::AgentMessage, pb::CoordinatorMessage> {
@@ -154,9 +153,10 @@ class RefusedStream
 
 class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
  public:
-  Service(Coordinator* core, std::string auth_token)
+  Service(Coordinator* core, std::string auth_token, bool peer_identity)
       : core_(core),
-        expected_(auth_token.empty() ? "" : BearerValue(auth_token)) {}
+        expected_(auth_token.empty() ? "" : BearerValue(auth_token)),
+        peer_identity_(peer_identity) {}
 
   grpc::ServerBidiReactor<pb::AgentMessage, pb::CoordinatorMessage>* Attach(
       grpc::CallbackServerContext* context) override {
@@ -182,6 +182,15 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
  private:
   // OK, or UNAUTHENTICATED naming what was wrong (never the token).
   grpc::Status Authenticate(const grpc::CallbackServerContext& context) {
+    if (peer_identity_) {
+      // The TLS handshake verified the peer's derived identity (it holds
+      // the token); without one no stream opens. Checked again here.
+      const auto auth = context.auth_context();
+      if (auth && auth->IsPeerAuthenticated()) return grpc::Status::OK;
+      refused_.Log(context.peer(), "no verified peer identity");
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "no verified peer identity");
+    }
     if (expected_.empty()) return grpc::Status::OK;
     const auto& metadata = context.client_metadata();
     auto found = metadata.find(kAuthMetadataKey);
@@ -201,6 +210,7 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
 
   Coordinator* const core_;
   const std::string expected_;  // "Bearer TOKEN", or "" for --insecure
+  const bool peer_identity_;    // TLS with the token's derived identity
   RefusedCallLog refused_;
 };
 
@@ -208,12 +218,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& host, int port, Coordinator* core,
     const std::string& auth_token,
     std::shared_ptr<grpc::ServerCredentials> credentials, grpc::Service* store,
-    int idle_connection_ms) {
-  if (absl::Status status = CheckCanListen(host, port); !status.ok()) {
-    return status;
+    int idle_connection_ms, bool peer_identity) {
+  if (port != 0) {
+    if (absl::Status status = CheckCanListen(host, port); !status.ok()) {
+      return status;
+    }
   }
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
-  server->service_ = std::make_unique<Service>(core, auth_token);
+  if (core != nullptr) {
+    server->service_ =
+        std::make_unique<Service>(core, auth_token, peer_identity);
+  }
   grpc::ServerBuilder builder;
   // One coordinator per port: never share it with another process.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -245,7 +260,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddChannelArgument(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
   builder.AddListeningPort(JoinHostPort(host, port), credentials,
                            &server->port_);
-  builder.RegisterService(server->service_.get());
+  if (server->service_) builder.RegisterService(server->service_.get());
   if (store != nullptr) builder.RegisterService(store);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {

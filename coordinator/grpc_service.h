@@ -18,18 +18,26 @@ class Service;
 
 namespace trl {
 
+// Whether host:port can be bound now, and if not, why (gRPC's own failure
+// to bind says little).
+absl::Status CheckCanListen(const std::string& host, int port);
+
 class CoordinatorServer {
  public:
   // Listens on host:port (exactly that address; a second server on the same
   // port fails), serving `core`, which must outlive the server. With an
   // `auth_token`, every RPC must carry it; without (--insecure), none does.
   // `store` (may be null; must outlive the server) is served beside it and
-  // checks its own per-generation tokens.
+  // checks its own per-generation tokens. With `peer_identity`, the
+  // credentials require the token's derived identity of every client
+  // (common/derived_identity.h) and no bearer token is expected. `core`
+  // may be null for a server of the store alone; port 0 picks a free one.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       const std::string& host, int port, Coordinator* core,
       const std::string& auth_token,
       std::shared_ptr<grpc::ServerCredentials> credentials,
-      grpc::Service* store = nullptr, int idle_connection_ms = 60000);
+      grpc::Service* store = nullptr, int idle_connection_ms = 60000,
+      bool peer_identity = false);
   ~CoordinatorServer();
 
   int port() const { return port_; }

@@ -56,18 +56,22 @@ int RunPs(const PsFlags& flags) {
                  std::string(token.status().message()).c_str());
     return 2;
   }
-  auto credentials =
-      ClientCredentials(TlsFiles{flags.tls_cert, flags.tls_key, flags.tls_ca});
-  if (!credentials.ok()) {
+  auto security = ClientSecurityFor(
+      TlsFiles{flags.tls_cert, flags.tls_key, flags.tls_ca}, *token);
+  if (!security.ok()) {
     std::fprintf(stderr, "trl-coord ps: error: %s\n",
-                 std::string(credentials.status().message()).c_str());
+                 std::string(security.status().message()).c_str());
     return 2;
   }
-  auto channel = grpc::CreateChannel(address, *credentials);
+  grpc::ChannelArguments args;
+  if (security->derived_identity) SetDerivedServerName(&args);
+  auto channel =
+      grpc::CreateCustomChannel(address, security->credentials, args);
   auto stub = pb::Coordinator::NewStub(channel);
   grpc::ClientContext context;
-  if (!token->empty())
-    context.AddMetadata(kAuthMetadataKey, BearerValue(*token));
+  if (!security->bearer_token.empty()) {
+    context.AddMetadata(kAuthMetadataKey, BearerValue(security->bearer_token));
+  }
   context.set_deadline(
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
@@ -75,9 +79,16 @@ int RunPs(const PsFlags& flags) {
   const grpc::Status rpc =
       stub->GetJobStatus(&context, pb::JobStatusRequest(), &status);
   if (!rpc.ok()) {
+    const std::string& why = rpc.error_message();
+    const bool handshake = why.find("andshake") != std::string::npos ||
+                           why.find("Socket closed") != std::string::npos;
     std::fprintf(stderr,
-                 "trl-coord ps: cannot get the job's status from %s: %s\n",
-                 address.c_str(), rpc.error_message().c_str());
+                 "trl-coord ps: cannot get the job's status from %s: %s%s\n",
+                 address.c_str(), why.c_str(),
+                 handshake ? " (the TLS handshake failed: this token differs "
+                             "from the coordinator's, or one side runs "
+                             "--insecure or other certificates)"
+                           : "");
     return 1;
   }
   const std::string text =

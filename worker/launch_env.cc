@@ -117,6 +117,7 @@ absl::StatusOr<LaunchEnv> ParseLaunchEnv(const EnvironmentMap& env) {
   out.tls_ca_file = ReadString(env, "TRL_TLS_CA");
   out.tls_cert_file = ReadString(env, "TRL_TLS_CERT");
   out.tls_key_file = ReadString(env, "TRL_TLS_KEY");
+  out.tls_server_name = ReadString(env, "TRL_TLS_SERVER_NAME");
   out.nccl_unique_id_hex = ReadString(env, "TRL_NCCL_UNIQUE_ID");
   // ncclUniqueId is 128 bytes.
   if (!out.nccl_unique_id_hex.empty() &&

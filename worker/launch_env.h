@@ -32,6 +32,9 @@ struct LaunchEnv {
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
+  // The name the store's certificate carries (TRL_TLS_SERVER_NAME), when
+  // it is not the address dialled (the token's derived identity).
+  std::string tls_server_name;
 
   bool has_store() const {
     return !coordinator_address.empty() && !store_token.empty();

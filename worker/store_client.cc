@@ -74,6 +74,9 @@ absl::StatusOr<std::unique_ptr<StoreClient>> StoreClient::Create(
   if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 << 20);
+  if (!env.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(env.tls_server_name);
+  }
   auto channel =
       grpc::CreateCustomChannel(env.coordinator_address, *credentials, args);
   return std::unique_ptr<StoreClient>(

@@ -170,11 +170,10 @@ int main(int argc, char** argv) {
   auto token = trl::ResolveAuthToken(launch.auth_token_file, launch.insecure,
                                      /*create_if_missing=*/false);
   if (!token.ok()) return Fail(std::string(token.status().message()));
-  auto credentials = trl::ClientCredentials(
-      trl::TlsFiles{launch.tls_cert, launch.tls_key, launch.tls_ca});
-  if (!credentials.ok()) {
-    return Fail(std::string(credentials.status().message()));
-  }
+  // As real agents: TLS with the token's derived identity by default.
+  auto security = trl::ClientSecurityFor(
+      trl::TlsFiles{launch.tls_cert, launch.tls_key, launch.tls_ca}, *token);
+  if (!security.ok()) return Fail(std::string(security.status().message()));
   const std::string target =
       trl::JoinHostPort(config->main_process_ip, config->main_process_port);
   auto fingerprint = trl::AgreementFingerprint(*config);
@@ -193,7 +192,9 @@ int main(int argc, char** argv) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     trl::SetAgentKeepalive(&args);
-    channels.push_back(grpc::CreateCustomChannel(target, *credentials, args));
+    if (security->derived_identity) trl::SetDerivedServerName(&args);
+    channels.push_back(
+        grpc::CreateCustomChannel(target, security->credentials, args));
     stubs.push_back(pb::Coordinator::NewStub(channels.back()));
     pb::AgentRegistration registration;
     const int machine_rank = first_machine_rank + i;
@@ -209,7 +210,7 @@ int main(int argc, char** argv) {
       (*registration.mutable_config_fingerprint())[key] = value;
     }
     sims.push_back(std::make_unique<SimAgent>(
-        i, std::move(registration), *token,
+        i, std::move(registration), security->bearer_token,
         launch.no_udp_heartbeats ? "" : config->main_process_ip, &recorder));
   }
   // Connect first, so that the rendezvous time is the coordinator's, not

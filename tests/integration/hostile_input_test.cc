@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "common/auth_token.h"
+#include "common/tls_credentials.h"
 #include "proto/trl_launch.grpc.pb.h"
 #include "tests/integration/launcher_fixture.h"
 
@@ -80,11 +81,14 @@ TEST_F(LauncherTest, HostileBytesDoNotStopTheCoordinator) {
   // An oversized message on an authenticated stream is refused.
   auto token = ResolveAuthToken("", false, false);
   ASSERT_TRUE(token.ok()) << token.status();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
-                                     grpc::InsecureChannelCredentials());
+  auto security = ClientSecurityFor(TlsFiles{}, *token);
+  ASSERT_TRUE(security.ok()) << security.status();
+  grpc::ChannelArguments args;
+  SetDerivedServerName(&args);
+  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port_),
+                                           security->credentials, args);
   auto stub = trl::launch::v1::Coordinator::NewStub(channel);
   grpc::ClientContext context;
-  context.AddMetadata(kAuthMetadataKey, BearerValue(*token));
   auto stream = stub->Attach(&context);
   trl::launch::v1::AgentMessage huge;
   huge.mutable_registration()->set_hostname(std::string(5 << 20, 'x'));
@@ -137,8 +141,7 @@ TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
   ASSERT_TRUE(coord->WaitForOutput("machine 0 registered", seconds(10)))
       << coord->Output();
   const int files_before = CountOpenFiles(coord->pid());
-  // The HTTP/2 client preface and an empty SETTINGS frame: a transport is
-  // established, but no call ever comes.
+  // A plaintext HTTP/2 client preface on the TLS port: refused at once.
   const std::string preface = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
                               std::string("\0\0\0\x04\0\0\0\0\0", 9);
   std::vector<int> idle, silent;
@@ -146,11 +149,33 @@ TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
   for (int i = 0; i < 20; ++i) silent.push_back(ConnectAndSend(port_, ""));
   for (int fd : idle) ASSERT_GE(fd, 0);
   for (int fd : silent) ASSERT_GE(fd, 0);
-  // Accepted: each holds a descriptor of the coordinator's.
+  // Accepted: each silent one holds a descriptor of the coordinator's.
   EXPECT_TRUE(WaitUntil(
-      [&] { return CountOpenFiles(coord->pid()) >= files_before + 30; },
+      [&] { return CountOpenFiles(coord->pid()) >= files_before + 15; },
       seconds(5)))
       << CountOpenFiles(coord->pid()) << " open, " << files_before << " before";
+  // Clients with the token that connect and make no call: closed after the
+  // idle timeout (1 s here).
+  auto token = ResolveAuthToken("", false, false);
+  ASSERT_TRUE(token.ok()) << token.status();
+  auto security = ClientSecurityFor(TlsFiles{}, *token);
+  ASSERT_TRUE(security.ok());
+  std::vector<std::shared_ptr<grpc::Channel>> quiet;
+  for (int i = 0; i < 5; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    SetDerivedServerName(&args);
+    quiet.push_back(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(port_), security->credentials, args));
+    ASSERT_TRUE(quiet.back()->WaitForConnected(
+        std::chrono::system_clock::now() + seconds(5)));
+  }
+  for (auto& channel : quiet) {
+    EXPECT_TRUE(WaitUntil(
+        [&] { return channel->GetState(false) != GRPC_CHANNEL_READY; },
+        seconds(10)))
+        << "a connection that made no call stayed open";
+  }
   for (int fd : idle) {
     EXPECT_TRUE(ClosedByPeer(fd, seconds(10))) << "an idle connection stayed";
   }

@@ -48,8 +48,14 @@ TEST_F(LauncherTest, TwoMachinesGetContiguousRanksAndOneRendezvous) {
     EXPECT_EQ(env.at("TORCHELASTIC_RESTART_COUNT"), "0");
     EXPECT_EQ(env.at("ACCELERATE_USE_CPU"), "True");
     EXPECT_EQ(env.at("GLOO_SOCKET_IFNAME"), "lo");
-    EXPECT_EQ(env.at("TRL_COORDINATOR_ADDR"),
+    // The workers' store: a port of its own, TLS that they verify with
+    // the token's identity (public certificate, name trl-launch).
+    EXPECT_EQ(env.at("TRL_COORDINATOR_ADDR").rfind("127.0.0.1:", 0), 0u);
+    EXPECT_NE(env.at("TRL_COORDINATOR_ADDR"),
               "127.0.0.1:" + std::to_string(port_));
+    EXPECT_EQ(env.at("TRL_TLS_SERVER_NAME"), "trl-launch");
+    EXPECT_EQ(env.count("TRL_TLS_CERT"), 0u);
+    EXPECT_EQ(env.count("TRL_TLS_KEY"), 0u);
     if (rank == 0) master_port = env.at("MASTER_PORT");
     EXPECT_EQ(env.at("MASTER_PORT"), master_port);
     EXPECT_NE(env.at("MASTER_PORT"), std::to_string(port_));

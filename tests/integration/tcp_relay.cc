@@ -51,6 +51,11 @@ void TcpRelay::CutAndResume() {
   (void)ignored;
 }
 
+std::string TcpRelay::Captured() const {
+  std::lock_guard<std::mutex> lock(captured_mutex_);
+  return captured_;
+}
+
 void TcpRelay::Loop() {
   std::vector<std::pair<int, int>> pairs;  // client, target
   while (!stop_) {
@@ -101,6 +106,10 @@ void TcpRelay::Loop() {
         if (n <= 0) {
           closed = true;
           break;
+        }
+        {
+          std::lock_guard<std::mutex> lock(captured_mutex_);
+          captured_.append(buffer, static_cast<size_t>(n));
         }
         ssize_t done = 0;
         while (done < n) {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -25,6 +26,9 @@ class TcpRelay {
   void Hold() { holding_ = true; }
   // Closes every connection, and forwards again for new ones.
   void CutAndResume();
+  // Every byte forwarded so far, both directions (a packet capture of the
+  // connections' payloads).
+  std::string Captured() const;
 
  private:
   void Loop();
@@ -37,6 +41,8 @@ class TcpRelay {
   std::atomic<bool> cut_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  mutable std::mutex captured_mutex_;
+  std::string captured_;
 };
 
 }  // namespace trl::testing

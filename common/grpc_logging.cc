@@ -1,0 +1,55 @@
+#include "common/grpc_logging.h"
+
+#include <grpc/support/log.h>
+
+#include <chrono>
+#include <mutex>
+#include <string>
+
+#include "common/logging.h"
+
+namespace trl {
+namespace {
+
+// At most kBurst lines per kWindow; then one line saying how many were
+// left out.
+constexpr int kBurst = 5;
+constexpr auto kWindow = std::chrono::seconds(10);
+
+std::mutex mutex;
+std::chrono::steady_clock::time_point window_start;
+int lines_in_window = 0;
+long left_out = 0;
+
+void Log(gpr_log_func_args* args) {
+  if (args->severity < GPR_LOG_SEVERITY_ERROR) return;
+  const auto now = std::chrono::steady_clock::now();
+  std::string line = args->message ? args->message : "";
+  long dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (now - window_start > kWindow) {
+      window_start = now;
+      lines_in_window = 0;
+      dropped = left_out;
+      left_out = 0;
+    }
+    if (lines_in_window >= kBurst) {
+      ++left_out;
+      return;
+    }
+    ++lines_in_window;
+  }
+  auto logger = ComponentLogger("grpc");
+  if (dropped > 0) {
+    logger->warn("{} more gRPC error line(s) left out in the last {} s",
+                 dropped, kWindow.count());
+  }
+  logger->warn("{}", line);
+}
+
+}  // namespace
+
+void RouteGrpcLogs() { gpr_set_log_function(Log); }
+
+}  // namespace trl
