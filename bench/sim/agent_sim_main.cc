@@ -1,5 +1,5 @@
 // trl-agent-sim: drives the real coordinator with many simulated agents
-// (bench/sim/sim_agent.h) and measures what DESIGN.md section 8 asks at
+// (bench/sim/sim_agent.h) and measures what docs/design.md (Targets) asks at
 // scale: rendezvous time, the coordinator's CPU share under heartbeats,
 // `trl-coord ps --json` latency, resident memory, a whole-job restart and
 // the time to notice a silent agent. Prints one JSON object.

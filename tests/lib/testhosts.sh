@@ -1,5 +1,5 @@
 # Test hosts in network namespaces, for tests that cross a network.
-# Source this file; see shared/TESTHOSTS.md for the recipe it follows.
+# Source this file; docs/design.md (Tests) says what they are for.
 #
 #   testhosts_create PREFIX COUNT   makes hosts ${PREFIX}1..COUNT, each with
 #                                   an address TESTHOST_ADDR[i] on one bridge
