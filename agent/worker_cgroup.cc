@@ -78,10 +78,19 @@ int RemoveStaleWorkerCgroups() {
     if (name.rfind(kPrefix, 0) != 0) continue;
     const pid_t owner = std::atoi(name.c_str() + kPrefix.size());
     if (owner <= 0 || kill(owner, 0) == 0 || errno != ESRCH) continue;
-    if (!IsPopulated(entry.path().string()) &&
-        rmdir(entry.path().c_str()) == 0) {
-      ++removed;
+    // Its agent is gone (SIGKILL, a crash): whatever its workers left
+    // there, daemons that left their session and cleared their environment
+    // included, is killed now, then the cgroup goes.
+    const std::string path = entry.path().string();
+    if (IsPopulated(path)) {
+      WriteFile(path + "/cgroup.kill", "1");
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (IsPopulated(path) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
     }
+    if (rmdir(path.c_str()) == 0) ++removed;
   }
   return removed;
 }

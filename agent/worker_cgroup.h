@@ -37,8 +37,9 @@ class WorkerCgroup {
   const std::string procs_path_;
 };
 
-// Removes empty worker cgroups left by agents that were killed (named
-// trl-agent-PID-... with PID no longer alive). Returns how many.
+// Ends the worker cgroups left by agents that were killed (named
+// trl-agent-PID-... with PID no longer alive): kills what is in them
+// (cgroup.kill) and removes them. Returns how many were removed.
 int RemoveStaleWorkerCgroups();
 
 // The mount point of the cgroup2 hierarchy, from /proc/self/mounts; "" if

@@ -8,6 +8,7 @@
 #include <regex>
 #include <string>
 
+#include "agent/worker_cgroup.h"
 #include "tests/integration/launcher_fixture.h"
 #include "tests/integration/tcp_relay.h"
 
@@ -279,6 +280,56 @@ TEST_F(LauncherTest, AMachineCutOffInTheLastSecondStillSucceeds) {
   EXPECT_EQ(agent.Wait(seconds(30)), 0) << agent.Output();
   EXPECT_EQ(coord->Stderr().find("generation 1"), std::string::npos)
       << "the job ran again";
+}
+
+TEST_F(LauncherTest, WhatAKilledAgentsWorkersLeftIsEndedByTheNextAgent) {
+  // A worker starts a daemon that leaves its session and clears its
+  // environment; then its agent is killed (SIGKILL: nothing of it runs to
+  // clean up). The workers die with it (PR_SET_PDEATHSIG), the daemon does
+  // not. The next agent on the host ends it: it is in the dead agent's
+  // cgroup.
+  if (Cgroup2MountPoint().empty()) GTEST_SKIP() << "no cgroup2 here";
+  const std::vector<std::string> flags = {"--max_restarts", "1", "--no_python"};
+  const std::string worker =
+      "if [ \"$GROUP_RANK\" = 1 ] && [ \"$TRL_GENERATION\" = 0 ]; then "
+      "env -i setsid sleep 300 </dev/null >/dev/null 2>&1 & "
+      "echo escaped pid $!; fi; "
+      "if [ \"$TRL_GENERATION\" = 0 ]; then exec sleep 60; fi";
+  auto first = StartAgent(2, 2, 1, flags);
+  auto coord = StartCoordinator(2, 2, {"/bin/sh", "-c", worker}, flags);
+  ASSERT_TRUE(first->WaitForOutput("escaped pid", seconds(20)))
+      << first->Output() << coord->Output();
+  static const std::regex pattern("escaped pid ([0-9]+)");
+  std::smatch match;
+  const std::string out = first->Stdout();
+  ASSERT_TRUE(std::regex_search(out, match, pattern));
+  const pid_t escaped = std::stoi(match[1]);
+  worker_pids_.insert(escaped);
+  // Not a cgroup agent (inside `ip netns exec`, say): nothing to show.
+  const std::string cgroup = [&] {
+    std::ifstream in("/proc/" + std::to_string(escaped) + "/cgroup");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("0::", 0) == 0) return line;  // the cgroup2 line
+    }
+    return std::string("no cgroup2 line");
+  }();
+  if (cgroup.find("trl-agent-") == std::string::npos) {
+    first->Signal(SIGKILL);
+    coord->Signal(SIGKILL);
+    kill(escaped, SIGKILL);
+    GTEST_SKIP() << "workers run without a cgroup here: " << cgroup;
+  }
+  first->Signal(SIGKILL);
+  first->Wait(seconds(10));
+  ASSERT_TRUE(coord->WaitForOutput("disconnected", seconds(20)))
+      << coord->Output();
+  ASSERT_TRUE(Running(escaped)) << "the daemon died with its agent anyway";
+  auto second = StartAgent(2, 2, 1, flags);
+  EXPECT_TRUE(WaitUntil([&] { return !Running(escaped); }, seconds(10)))
+      << "the escaped daemon outlived its agent and the next one";
+  EXPECT_EQ(coord->Wait(seconds(40)), 0) << coord->Output();
+  EXPECT_EQ(second->Wait(seconds(40)), 0) << second->Output();
 }
 
 }  // namespace
