@@ -282,6 +282,7 @@ void AgentSession::ReportExit(int64_t generation, int local_rank,
   exited->set_exit_code(outcome.exit.exit_code);
   exited->set_signal(outcome.exit.signal);
   exited->set_start_error(outcome.start_error);
+  exited->set_out_of_resources(outcome.out_of_resources);
   exited->set_reason(outcome.reason);
   for (const auto& line : outcome.last_lines) exited->add_last_lines(line);
   Log()->debug("generation {}: local rank {} exited (code {}, signal {})",

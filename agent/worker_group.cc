@@ -61,6 +61,7 @@ void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
       }
       WorkerOutcome outcome;
       outcome.start_error = std::string(process.status().message());
+      outcome.out_of_resources = absl::IsResourceExhausted(process.status());
       console_->WriteLine(true, "[rank " + std::to_string(launch.rank) + "] ",
                           outcome.start_error);
       not_started.emplace_back(launch.local_rank, std::move(outcome));

@@ -38,7 +38,10 @@ struct WorkerLaunch {
 struct WorkerOutcome {
   ProcessExit exit;
   std::string start_error;  // set when the worker never ran
-  std::string reason;       // set when the group killed it (a hang)
+  // It never ran for want of resources (descriptors, memory, processes):
+  // the machine's trouble, not the job's.
+  bool out_of_resources = false;
+  std::string reason;  // set when the group killed it (a hang)
   std::vector<std::string> last_lines;
 };
 

@@ -32,6 +32,15 @@ class CStringArray {
   std::vector<char*> pointers_;
 };
 
+// EMFILE/ENFILE: the machine (or this process) is out of descriptors, a
+// shortage rather than a fault of the worker.
+absl::Status PipeError() {
+  const std::string message = absl::StrCat("pipe: ", std::strerror(errno));
+  return errno == EMFILE || errno == ENFILE
+             ? absl::ResourceExhaustedError(message)
+             : absl::InternalError(message);
+}
+
 void CloseIfOpen(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
@@ -55,16 +64,16 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
 
   int out[2], err[2], exec_status[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+    return PipeError();
   }
   if (pipe2(err, O_CLOEXEC) != 0) {
     close(out[0]);
     close(out[1]);
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+    return PipeError();
   }
   if (pipe2(exec_status, O_CLOEXEC) != 0) {
     for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+    return PipeError();
   }
   const pid_t parent = getpid();
   const rlimit open_files = OriginalOpenFileLimit();

@@ -40,6 +40,8 @@ WorkerExit FromProto(const pb::WorkerExited& exited) {
   exit.exit_code = exited.exit_code();
   exit.signal = exited.signal();
   exit.start_error = exited.start_error();
+  exit.out_of_resources =
+      exited.out_of_resources() && !exited.start_error().empty();
   exit.reason = exited.reason();
   // Agents send at most 20 lines of about 1 KiB; an agent of another build (or
   // a hostile one) is held to the same, so that the failure history and

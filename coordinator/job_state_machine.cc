@@ -542,6 +542,12 @@ Decision JobStateMachine::Fail(FailureRecord failure, int exit_code,
         JobOutcome{JobPhase::kFailed, exit_code,
                    absl::StrCat(summary, " (exit code ", failure.exit.exit_code,
                                 " is marked as not worth a restart)")};
+  } else if (failure.exit.out_of_resources &&
+             free_restarts_in_a_row_ < kFreeRestarts) {
+    // Out of descriptors or memory for a moment (a flood, a neighbour):
+    // try again after the backoff without spending the budget.
+    pending_outcome_.reset();
+    next_restart_is_free_ = true;
   } else if (restarts_used_ >= policy.max_restarts) {
     pending_outcome_ =
         JobOutcome{JobPhase::kFailed, exit_code,
@@ -583,6 +589,16 @@ void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
     Finish(*pending_outcome_, decision);
     return;
   }
+  if (next_restart_is_free_) {
+    next_restart_is_free_ = false;
+    ++free_restarts_in_a_row_;
+    phase_ = JobPhase::kRestarting;
+    restart_not_before_ = now + settings_.restart.BackoffBefore(
+                                    restarts_used_ + free_restarts_in_a_row_);
+    rejoin_deadline_ = now + settings_.rejoin_timeout;
+    return;
+  }
+  free_restarts_in_a_row_ = 0;
   ++restarts_used_;
   phase_ = JobPhase::kRestarting;
   restart_not_before_ = now + settings_.restart.BackoffBefore(restarts_used_);

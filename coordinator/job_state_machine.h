@@ -28,8 +28,9 @@ using TimePoint = std::chrono::steady_clock::time_point;
 struct WorkerExit {
   int exit_code = 0;
   int signal = 0;
-  std::string start_error;  // the worker never ran
-  std::string reason;       // why the agent ended it (a hang), if it did
+  std::string start_error;        // the worker never ran
+  bool out_of_resources = false;  // ... for want of resources
+  std::string reason;             // why the agent ended it (a hang), if it did
   std::vector<std::string> last_lines;
 
   bool Succeeded() const {
@@ -259,6 +260,12 @@ class JobStateMachine {
   // or nothing when it restarts.
   std::optional<JobOutcome> pending_outcome_;
   int restarts_used_ = 0;
+  // Restarts after a start that failed for want of resources: they do not
+  // spend the budget, up to kFreeRestarts in a row (a machine that never
+  // recovers still ends the job).
+  static constexpr int kFreeRestarts = 5;
+  int free_restarts_in_a_row_ = 0;
+  bool next_restart_is_free_ = false;
   TimePoint restart_not_before_;
   // The machine whose report on its last workers the job waits for (-1:
   // none), and until when.

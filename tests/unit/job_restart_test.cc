@@ -450,5 +450,37 @@ TEST_F(LastSecondLossTest,
   EXPECT_EQ(decision.finished->phase, JobPhase::kFailed);
 }
 
+// A worker that could not start for want of descriptors or memory (a flood
+// of connections, a greedy neighbour) is the machine's trouble: the job
+// tries again without spending its budget, a few times in a row.
+TEST_F(JobRestartTest, AStartWithoutResourcesDoesNotSpendTheBudget) {
+  JobStateMachine job = Registered(0);  // no restart budget at all
+  WorkerExit no_descriptors;
+  no_descriptors.start_error = "pipe: Too many open files";
+  no_descriptors.out_of_resources = true;
+  int64_t generation = -1;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    now_ += seconds(60);  // past any backoff
+    job.Heartbeat(0, now_);
+    job.Heartbeat(1, now_);
+    const GenerationStart start = Start(job);
+    EXPECT_GT(start.generation, generation);
+    generation = start.generation;
+    job.WorkerExited(1, start.generation, 0, no_descriptors, now_);
+    StopOthers(job, start.generation, 1, 0);
+    EXPECT_EQ(job.phase(), JobPhase::kRestarting) << "attempt " << attempt;
+    EXPECT_EQ(job.restarts_used(), 0);
+  }
+  // A machine that never recovers still ends the job.
+  now_ += seconds(60);
+  job.Heartbeat(0, now_);
+  job.Heartbeat(1, now_);
+  const GenerationStart start = Start(job);
+  job.WorkerExited(1, start.generation, 0, no_descriptors, now_);
+  const Decision last = StopOthers(job, start.generation, 1, 0);
+  ASSERT_TRUE(last.finished.has_value());
+  EXPECT_EQ(last.finished->phase, JobPhase::kFailed);
+}
+
 }  // namespace
 }  // namespace trl
