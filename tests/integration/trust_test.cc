@@ -13,6 +13,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -373,6 +374,108 @@ TEST_F(LauncherTest, ACaptureOfAWholeJobHoldsNoSecret) {
   EXPECT_EQ(captured.find("trl.launch.v1"), std::string::npos);
   EXPECT_EQ(captured.find("TRL_STORE_TOKEN"), std::string::npos);
   EXPECT_EQ(captured.find("MASTER_ADDR"), std::string::npos);
+}
+
+// The environment a worker of the running job got, read from a file it
+// wrote: what a hostile worker holds.
+std::map<std::string, std::string> ReadEnvFile(const std::string& path) {
+  std::map<std::string, std::string> env;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t equals = line.find('=');
+    if (equals != std::string::npos) {
+      env[line.substr(0, equals)] = line.substr(equals + 1);
+    }
+  }
+  return env;
+}
+
+TEST_F(LauncherTest, AWorkersStoreCredentialGrantsNothingElse) {
+  const std::string env_file =
+      ::testing::TempDir() + "/trl-worker-env-" + std::to_string(getpid());
+  std::filesystem::remove(env_file);
+  auto coord = StartCoordinator(
+      1, 1, {"/bin/sh", "-c", "env > " + env_file + "; sleep 30"},
+      {"--no_python"});
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadEnvFile(env_file).count("TRL_STORE_TOKEN") > 0; },
+      seconds(20)))
+      << coord->Output();
+  const auto env = ReadEnvFile(env_file);
+  const std::string store = env.at("TRL_COORDINATOR_ADDR");
+  const std::string token = env.at("TRL_STORE_TOKEN");
+  const int64_t generation = std::stoll(env.at("TRL_GENERATION"));
+  EXPECT_EQ(env.count("TRL_AUTH_TOKEN"), 0u);
+  EXPECT_EQ(env.count("TRL_TLS_KEY"), 0u);
+  // What the worker has to reach the store: the public certificate.
+  std::ifstream ca_file(env.at("TRL_TLS_CA"));
+  std::stringstream ca;
+  ca << ca_file.rdbuf();
+  ASSERT_NE(ca.str().find("BEGIN CERTIFICATE"), std::string::npos);
+  grpc::SslCredentialsOptions server_only;
+  server_only.pem_root_certs = ca.str();
+  auto worker_tls = grpc::SslCredentials(server_only);
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride(env.at("TRL_TLS_SERVER_NAME"));
+  auto store_channel = grpc::CreateCustomChannel(store, worker_tls, args);
+  auto deadline = [] { return std::chrono::system_clock::now() + seconds(5); };
+
+  // ps and Attach on the store's port: not served there.
+  {
+    auto stub = pb::Coordinator::NewStub(store_channel);
+    grpc::ClientContext context;
+    context.set_deadline(deadline());
+    context.AddMetadata("authorization", "Bearer " + token);
+    pb::JobStatus reply;
+    const auto status =
+        stub->GetJobStatus(&context, pb::JobStatusRequest(), &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+        << status.error_message();
+    EXPECT_TRUE(reply.job_id().empty());
+  }
+  {
+    auto stub = pb::Coordinator::NewStub(store_channel);
+    grpc::ClientContext context;
+    context.set_deadline(deadline());
+    context.AddMetadata("authorization", "Bearer " + token);
+    auto stream = stub->Attach(&context);
+    pb::CoordinatorMessage message;
+    EXPECT_FALSE(stream->Read(&message));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+  // ps on the coordinator's own port: no identity, no stream.
+  {
+    auto stub = pb::Coordinator::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(port_), worker_tls, args));
+    grpc::ClientContext context;
+    context.set_deadline(deadline());
+    context.AddMetadata("authorization", "Bearer " + token);
+    pb::JobStatus reply;
+    EXPECT_FALSE(
+        stub->GetJobStatus(&context, pb::JobStatusRequest(), &reply).ok());
+    EXPECT_TRUE(reply.job_id().empty());
+  }
+  // The store itself: its own generation only.
+  auto store_stub = pb::Store::NewStub(store_channel);
+  auto set = [&](int64_t in_generation) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline());
+    context.AddMetadata("authorization", "Bearer " + token);
+    pb::StoreSetRequest request;
+    request.mutable_scope()->set_job_id(env.at("TRL_JOB_ID"));
+    request.mutable_scope()->set_generation(in_generation);
+    request.set_key("k");
+    request.set_value("v");
+    pb::StoreSetReply reply;
+    return store_stub->Set(&context, request, &reply);
+  };
+  EXPECT_TRUE(set(generation).ok());
+  EXPECT_FALSE(set(generation + 1).ok());
+  EXPECT_FALSE(set(generation - 1).ok());
+  coord->Signal(SIGTERM);
+  coord->Wait(seconds(40));
+  std::filesystem::remove(env_file);
 }
 
 }  // namespace
