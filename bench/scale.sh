@@ -8,6 +8,8 @@
 # Usage: bench/scale.sh BUILD_DIR OUT.jsonl [REPS] [AGENTS...]
 #   e.g. bench/scale.sh build /tmp/scale.jsonl 3 256 1024 4096
 # HEARTBEAT_PHASE (s, default 10) and PS_RUNS (default 5) tune a run.
+# Every run goes on when a simulator run fails (its partial JSON line is
+# kept), but the exit status is then 1, after a line naming the failures.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: $0 BUILD_DIR OUT.jsonl [REPS] [AGENTS...]}" && pwd)
@@ -19,14 +21,15 @@ sizes=("$@")
 port=${SCALE_PORT:-29600}
 : >"$out"
 coord=""
+failures=()
 cleanup() { [ -n "$coord" ] && kill "$coord" 2>/dev/null; wait 2>/dev/null || true; }
 trap cleanup EXIT
 # sim_run AGENTS EXTRA_SIM_FLAGS... -- COORD_AND_SIM_FLAGS...: a coordinator
 # for AGENTS agents x 8 ranks and one simulator run against it; prints the
-# simulator's JSON line.
+# simulator's JSON line; its status is the simulator's.
 sim_run() {
   local agents=$1; shift
-  local sim_flags=()
+  local sim_flags=() rc=0
   while [ "$1" != -- ]; do sim_flags+=("$1"); shift; done; shift
   local flags=(--num_machines "$agents" --num_processes $((agents * 8))
                --main_process_ip 127.0.0.1 --main_process_port "$port" --use_cpu
@@ -39,14 +42,16 @@ sim_run() {
   done
   "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
     --ps_binary "$build/coordinator/trl-coord" --timeout 120 \
-    --heartbeat_phase "${HEARTBEAT_PHASE:-10}" "${sim_flags[@]}" \
-    || echo "run of $agents agents failed" >&2
+    --heartbeat_phase "${HEARTBEAT_PHASE:-10}" "${sim_flags[@]}" || rc=$?
+  [ $rc = 0 ] || echo "FAIL: run of $agents agents: trl-agent-sim exited $rc" >&2
   kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
+  return $rc
 }
 
 for agents in "${sizes[@]}"; do
   for rep in $(seq 1 "$reps"); do
-    sim_run "$agents" --ps_runs "${PS_RUNS:-5}" -- | tee -a "$out"
+    sim_run "$agents" --ps_runs "${PS_RUNS:-5}" -- | tee -a "$out" \
+      || failures+=("$agents agents, run $rep")
   done
 done
 
@@ -54,7 +59,8 @@ done
 # on the gRPC stream (--no_udp_heartbeats), rendezvous and heartbeats only.
 largest=${sizes[${#sizes[@]}-1]}
 for rep in $(seq 1 "$reps"); do
-  sim_run "$largest" --ps_runs 1 --no_failures -- --no_udp_heartbeats | tee -a "$out"
+  sim_run "$largest" --ps_runs 1 --no_failures -- --no_udp_heartbeats | tee -a "$out" \
+    || failures+=("$largest agents, heartbeats on the stream, run $rep")
 done
 
 # Detection configured down: heartbeats every 0.1 s, 3 misses (0.3 s).
@@ -65,7 +71,7 @@ flags=(--num_machines 256 --num_processes 2048 --main_process_ip 127.0.0.1
 coord=$!
 sleep 0.5
 "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
-  --heartbeat_phase 1 --timeout 60 | tee -a "$out" || echo "fast-detection run failed" >&2
+  --heartbeat_phase 1 --timeout 60 | tee -a "$out" || failures+=("fast detection, 256 agents")
 kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
 
 # A real agent's memory: trl-coord (machine 0) and one trl-agent (machine
@@ -83,3 +89,7 @@ rss=$(mib VmRSS); anon=$(mib RssAnon); file=$(mib RssFile)
 wait "$agent" 2>/dev/null || true
 wait "$coord" 2>/dev/null || true; coord=""
 echo "{\"real_agent_rss_mib\": $rss, \"real_agent_anon_mib\": $anon, \"real_agent_file_mib\": $file}" | tee -a "$out"
+if [ ${#failures[@]} -gt 0 ]; then
+  printf 'FAIL: simulator run failed: %s\n' "${failures[@]}" >&2
+  exit 1
+fi
