@@ -4,10 +4,11 @@ verdict: one line per skipped test with its reason, then exactly
 
     tests: N passed, N failed, N skipped
 
-A skip (the test exited with its SKIP_RETURN_CODE) is never a pass. A test
-that did not run for any other reason (its executable missing, a failed
-fixture) is a failure. The GPU test skipping on a machine without a GPU is
-reported as such and is allowed; with --ci, any other skip fails.
+A skip (the test exited with its SKIP_RETURN_CODE, or a GoogleTest test
+called GTEST_SKIP: ctest's SKIP_REGULAR_EXPRESSION) is never a pass. A
+test that did not run for any other reason (its executable missing, a
+failed fixture) is a failure. The GPU test skipping on a machine without a
+GPU is reported as such and is allowed; with --ci, any other skip fails.
 
 Exit status: 0 when nothing failed (and, with --ci, nothing but the GPU
 test skipped for want of a GPU); 1 otherwise; 2 when the file is unusable.
@@ -20,11 +21,16 @@ import xml.etree.ElementTree as ET
 GPU_TEST = "gpu.demo_train"
 
 
+SKIP_MESSAGES = ("SKIP_RETURN_CODE", "SKIP_REGULAR_EXPRESSION")
+
+
 def skip_reason(case):
-    out = case.findtext("system-out") or ""
-    for line in out.splitlines():
-        if line.startswith("SKIP"):
+    lines = (case.findtext("system-out") or "").splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("SKIP"):  # a script's "SKIP: why"
             return line.split(":", 1)[-1].strip() or line
+        if line.endswith(": Skipped") and i + 1 < len(lines):  # GTEST_SKIP
+            return lines[i + 1].strip() or "no reason given"
     return "no reason given"
 
 
@@ -46,7 +52,7 @@ def main(argv):
         if status == "run" and case.find("failure") is None:
             passed.append(name)
         elif (status in ("notrun", "disabled") and skip is not None
-              and (skip.get("message") or "").startswith("SKIP_RETURN_CODE")):
+              and (skip.get("message") or "").startswith(SKIP_MESSAGES)):
             skipped.append((name, skip_reason(case)))
         else:
             why = skip.get("message") if skip is not None else status
