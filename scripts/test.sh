@@ -24,8 +24,16 @@ else
   echo "FAIL: clang-format"; failed_stages+=(format)
 fi
 
+# Hermetic: each ctest gets its own fresh HOME, TMPDIR and TEST_TMPDIR
+# under $TRL_TEST_SCRATCH (tests/hermetic.cmake); the real ~/.trl/token
+# must be as it was (created, changed or removed: a failure).
 scratch=$(mktemp -d /tmp/trl-test-run.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/ctest"
+export TRL_TEST_SCRATCH="$scratch/ctest"
+real_token="$HOME/.trl/token"
+token_state() { stat -c '%i %Y %s' "$real_token" 2>/dev/null || echo absent; }
+token_before=$(token_state)
 
 echo "== tests"
 junit="$scratch/ctest.xml"
@@ -39,6 +47,11 @@ summary_rc=$?
 echo "$summary"
 if [ $ctest_rc != 0 ] || [ $summary_rc != 0 ]; then
   echo "FAIL: ctest (exit $ctest_rc, summary exit $summary_rc)"; failed_stages+=(ctest)
+fi
+
+if [ "$(token_state)" != "$token_before" ]; then
+  echo "FAIL: the tests touched the real $real_token ($token_before -> $(token_state))"
+  failed_stages+=(hermetic)
 fi
 
 echo "== fuzzing (bounded)"

@@ -23,9 +23,10 @@ TEST_F(LauncherTest, SingleMachineJobSucceeds) {
 }
 
 TEST_F(LauncherTest, TwoMachinesGetContiguousRanksAndOneRendezvous) {
-  // The agent starts first and waits for the coordinator.
+  // The agent starts first and waits for the coordinator: in this test's
+  // fresh HOME, first for the ~/.trl/token that `trl-coord start` creates.
   auto agent = StartAgent(2, 4, 1);
-  ASSERT_TRUE(agent->WaitForOutput("waiting for the coordinator", seconds(10)))
+  ASSERT_TRUE(agent->WaitForOutput("waiting for the auth token", seconds(10)))
       << agent->Output();
   auto coord = StartCoordinator(2, 4, Worker({"--print_env"}));
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();

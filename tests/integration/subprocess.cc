@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -27,9 +28,12 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+// In $TMPDIR (each ctest has its own: tests/hermetic.cmake), else /tmp.
 std::string TempPath(const char* suffix) {
   static std::atomic<int> counter{0};
-  return "/tmp/trl-test-" + std::to_string(getpid()) + "-" +
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string dir = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  return dir + "/trl-test-" + std::to_string(getpid()) + "-" +
          std::to_string(counter++) + suffix;
 }
 
