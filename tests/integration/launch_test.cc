@@ -1,7 +1,11 @@
 // A job end to end with the real binaries on loopback: success, the
 // environment every rank sees, a failure's exit code.
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -170,6 +174,36 @@ TEST_F(LauncherTest, PerRankLogFiles) {
   }
   EXPECT_EQ(found, 2);
   std::filesystem::remove_all(log_dir);
+}
+
+// FreePort's port is this process's until it exits: another test process
+// cannot take its reservation (an abstract socket named after the port),
+// and it lies below the kernel's ephemeral ports, which outgoing
+// connections take.
+TEST(FreePortTest, APortIsReservedAndOutsideTheEphemeralRange) {
+  std::set<int> ports;
+  for (int i = 0; i < 20; ++i) {
+    const int port = FreePort();
+    ASSERT_GE(port, 30000);
+    ASSERT_LE(port, 32767);
+    EXPECT_TRUE(ports.insert(port).second) << "port " << port << " twice";
+    // What another process's FreePort would try for the same port.
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    const std::string name = "trl-test-port-" + std::to_string(port);
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) +
+                                               1 + name.size());
+    EXPECT_NE(bind(fd, reinterpret_cast<sockaddr*>(&addr), length), 0)
+        << "port " << port << " was not reserved";
+    close(fd);
+  }
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (range >> low) {
+    EXPECT_GT(low, 32767) << "ephemeral ports start at " << low;
+  }
 }
 
 }  // namespace
