@@ -7,10 +7,11 @@
 # A skip is never a pass: each skipped test is named with its reason. Under
 # CI=true (root, test hosts and Slurm available) any skip but the GPU test's
 # on a machine without a GPU fails the run.
-# TRL_CTEST_ARGS: extra arguments for ctest (e.g. "-R deploy"), and
-# TRL_FUZZ_SECONDS (default 20): seconds per fuzz target.
+# TRL_MUTANTS=1 also runs scripts/mutants.sh --quick (deliberate breakages
+# that the tests must catch). TRL_CTEST_ARGS: extra arguments for ctest
+# (e.g. "-R deploy"); TRL_FUZZ_SECONDS (default 20): seconds per target.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ./scripts/setup.sh --tests || { echo "FAIL: scripts/setup.sh --tests"; exit 1; }
 
 failed_stages=()
@@ -57,6 +58,11 @@ fi
 echo "== fuzzing (bounded)"
 if ! ./scripts/fuzz.sh "${TRL_FUZZ_SECONDS:-20}"; then
   failed_stages+=(fuzz)
+fi
+
+if [ "${TRL_MUTANTS:-0}" = 1 ]; then
+  echo "== mutants (quick): every deliberate breakage must be caught"
+  ./scripts/mutants.sh --quick || failed_stages+=(mutants)
 fi
 
 # The verdict, last.
