@@ -18,11 +18,14 @@ reps=${3:-3}
 shift 3 2>/dev/null || shift $#
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(256 1024 4096)
-port=${SCALE_PORT:-29600}
+# A port of its own (another run of the suite, e.g. another checkout's
+# ctest, may be on 29600 at the same time): SCALE_PORT, else one drawn from
+# 29600..29999.
+port=${SCALE_PORT:-$((29600 + RANDOM % 400))}
 : >"$out"
 coord=""
 failures=()
-cleanup() { [ -n "$coord" ] && kill "$coord" 2>/dev/null; wait 2>/dev/null || true; }
+cleanup() { [ -n "$coord" ] && kill "$coord" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT
 # sim_run AGENTS EXTRA_SIM_FLAGS... -- COORD_AND_SIM_FLAGS...: a coordinator
 # for AGENTS agents x 8 ranks and one simulator run against it; prints the
@@ -37,14 +40,22 @@ sim_run() {
   "$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
     --max_restarts 3 /bin/true >/dev/null 2>&1 &
   coord=$!
+  # Until our coordinator listens: what answers on the port must be ours
+  # (one that could not bind exits).
   for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05
+    ss -Hltnp "sport = :$port" 2>/dev/null | grep -q "pid=$coord," && break
+    kill -0 "$coord" 2>/dev/null || break
+    sleep 0.05
   done
+  if ! ss -Hltnp "sport = :$port" 2>/dev/null | grep -q "pid=$coord,"; then
+    echo "FAIL: trl-coord for $agents agents does not listen on $port (in use?)" >&2
+    kill "$coord" 2>/dev/null || true; wait "$coord" 2>/dev/null; coord=""; return 1
+  fi
   "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
     --ps_binary "$build/coordinator/trl-coord" --timeout 120 \
     --heartbeat_phase "${HEARTBEAT_PHASE:-10}" "${sim_flags[@]}" || rc=$?
   [ $rc = 0 ] || echo "FAIL: run of $agents agents: trl-agent-sim exited $rc" >&2
-  kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
+  kill "$coord" 2>/dev/null || true; wait "$coord" 2>/dev/null || true; coord=""
   return $rc
 }
 
@@ -72,7 +83,7 @@ coord=$!
 sleep 0.5
 "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
   --heartbeat_phase 1 --timeout 60 | tee -a "$out" || failures+=("fast detection, 256 agents")
-kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
+kill "$coord" 2>/dev/null || true; wait "$coord" 2>/dev/null || true; coord=""
 
 # A real agent's memory: trl-coord (machine 0) and one trl-agent (machine
 # 1), two workers each that sleep; the agent's VmRSS is read while they run.
