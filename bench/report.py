@@ -213,10 +213,14 @@ def main():
         udp = table[max(table)]["coordinator_cpu_share"]
         ref = spread([r.get("coordinator_cpu_share") for r in on_stream])
         if udp and ref:
+            # A short quick run can measure no CPU at all (clock ticks of
+            # 10 ms): no ratio then, rather than a division by zero.
+            ratio = (f"{ref['median'] / udp['median']:.1f}x"
+                     if udp["median"] > 0 else "n/a (no CPU measured)")
             md.append(f"| coordinator CPU, 1 Hz heartbeats as UDP datagrams "
                       f"vs on the gRPC stream, {on_stream[0]['agents']} agents "
                       f"| {fmt(udp, ' %', 100)} | {fmt(ref, ' %', 100)} | "
-                      f"{ref['median'] / udp['median']:.1f}x | | |\n")
+                      f"{ratio} | | |\n")
             summary["heartbeats_on_stream"] = ref
     if fast:
         s = spread([r.get("dead_agent_noticed_s") for r in fast])

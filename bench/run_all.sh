@@ -8,6 +8,8 @@
 # Usage: bench/run_all.sh [--quick] [OUT_DIR]
 #   --quick: 64 simulated agents, one repetition, nothing else (what CI
 #            runs to keep the suite from rotting; its numbers mean little)
+# A simulator run that fails still leaves its row ("not run") in the
+# report, which is written anyway; the exit status is then 1.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -20,8 +22,10 @@ build=${BUILD_DIR:-$root/build}
 raw=$out/raw
 mkdir -p "$raw"
 
+scale_ok=1
 if [ $quick = 1 ]; then
-  HEARTBEAT_PHASE=2 PS_RUNS=2 bash "$here/scale.sh" "$build" "$raw/scale.jsonl" 1 64
+  HEARTBEAT_PHASE=2 PS_RUNS=2 bash "$here/scale.sh" "$build" "$raw/scale.jsonl" 1 64 \
+    || scale_ok=0
 else
   if [ "$(id -u)" = 0 ]; then
     BENCH_RAW="$raw/launch.json" bash "$here/launch_noop.sh" "$build" 5
@@ -30,6 +34,10 @@ else
     echo "launch and restart benchmarks skipped: test hosts need root"
   fi
   BENCH_RAW="$raw/allreduce.json" bash "$here/allreduce_gloo.sh" "$build" 5
-  bash "$here/scale.sh" "$build" "$raw/scale.jsonl" 3 256 1024 4096
+  bash "$here/scale.sh" "$build" "$raw/scale.jsonl" 3 256 1024 4096 || scale_ok=0
 fi
 /usr/bin/python3 "$here/report.py" "$raw" "$out"
+if [ $scale_ok = 0 ]; then
+  echo "FAIL: a simulator run failed (bench/scale.sh above); the report has it as not run"
+  exit 1
+fi

@@ -8,6 +8,8 @@
 # Usage: bench/scale.sh BUILD_DIR OUT.jsonl [REPS] [AGENTS...]
 #   e.g. bench/scale.sh build /tmp/scale.jsonl 3 256 1024 4096
 # HEARTBEAT_PHASE (s, default 10) and PS_RUNS (default 5) tune a run.
+# Every run goes on when a simulator run fails (its partial JSON line is
+# kept), but the exit status is then 1, after a line naming the failures.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: $0 BUILD_DIR OUT.jsonl [REPS] [AGENTS...]}" && pwd)
@@ -16,17 +18,21 @@ reps=${3:-3}
 shift 3 2>/dev/null || shift $#
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(256 1024 4096)
-port=${SCALE_PORT:-29600}
+# A port of its own (another run of the suite, e.g. another checkout's
+# ctest, may be on 29600 at the same time): SCALE_PORT, else one drawn from
+# 29600..29999.
+port=${SCALE_PORT:-$((29600 + RANDOM % 400))}
 : >"$out"
 coord=""
-cleanup() { [ -n "$coord" ] && kill "$coord" 2>/dev/null; wait 2>/dev/null || true; }
+failures=()
+cleanup() { [ -n "$coord" ] && kill "$coord" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT
 # sim_run AGENTS EXTRA_SIM_FLAGS... -- COORD_AND_SIM_FLAGS...: a coordinator
 # for AGENTS agents x 8 ranks and one simulator run against it; prints the
-# simulator's JSON line.
+# simulator's JSON line; its status is the simulator's.
 sim_run() {
   local agents=$1; shift
-  local sim_flags=()
+  local sim_flags=() rc=0
   while [ "$1" != -- ]; do sim_flags+=("$1"); shift; done; shift
   local flags=(--num_machines "$agents" --num_processes $((agents * 8))
                --main_process_ip 127.0.0.1 --main_process_port "$port" --use_cpu
@@ -34,19 +40,29 @@ sim_run() {
   "$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
     --max_restarts 3 /bin/true >/dev/null 2>&1 &
   coord=$!
+  # Until our coordinator listens: what answers on the port must be ours
+  # (one that could not bind exits).
   for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05
+    ss -Hltnp "sport = :$port" 2>/dev/null | grep -q "pid=$coord," && break
+    kill -0 "$coord" 2>/dev/null || break
+    sleep 0.05
   done
+  if ! ss -Hltnp "sport = :$port" 2>/dev/null | grep -q "pid=$coord,"; then
+    echo "FAIL: trl-coord for $agents agents does not listen on $port (in use?)" >&2
+    kill "$coord" 2>/dev/null || true; wait "$coord" 2>/dev/null; coord=""; return 1
+  fi
   "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
     --ps_binary "$build/coordinator/trl-coord" --timeout 120 \
-    --heartbeat_phase "${HEARTBEAT_PHASE:-10}" "${sim_flags[@]}" \
-    || echo "run of $agents agents failed" >&2
-  kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
+    --heartbeat_phase "${HEARTBEAT_PHASE:-10}" "${sim_flags[@]}" || rc=$?
+  [ $rc = 0 ] || echo "FAIL: run of $agents agents: trl-agent-sim exited $rc" >&2
+  kill "$coord" 2>/dev/null || true; wait "$coord" 2>/dev/null || true; coord=""
+  return $rc
 }
 
 for agents in "${sizes[@]}"; do
   for rep in $(seq 1 "$reps"); do
-    sim_run "$agents" --ps_runs "${PS_RUNS:-5}" -- | tee -a "$out"
+    sim_run "$agents" --ps_runs "${PS_RUNS:-5}" -- | tee -a "$out" \
+      || failures+=("$agents agents, run $rep")
   done
 done
 
@@ -54,7 +70,8 @@ done
 # on the gRPC stream (--no_udp_heartbeats), rendezvous and heartbeats only.
 largest=${sizes[${#sizes[@]}-1]}
 for rep in $(seq 1 "$reps"); do
-  sim_run "$largest" --ps_runs 1 --no_failures -- --no_udp_heartbeats | tee -a "$out"
+  sim_run "$largest" --ps_runs 1 --no_failures -- --no_udp_heartbeats | tee -a "$out" \
+    || failures+=("$largest agents, heartbeats on the stream, run $rep")
 done
 
 # Detection configured down: heartbeats every 0.1 s, 3 misses (0.3 s).
@@ -65,8 +82,8 @@ flags=(--num_machines 256 --num_processes 2048 --main_process_ip 127.0.0.1
 coord=$!
 sleep 0.5
 "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
-  --heartbeat_phase 1 --timeout 60 | tee -a "$out" || echo "fast-detection run failed" >&2
-kill "$coord" 2>/dev/null; wait "$coord" 2>/dev/null || true; coord=""
+  --heartbeat_phase 1 --timeout 60 | tee -a "$out" || failures+=("fast detection, 256 agents")
+kill "$coord" 2>/dev/null || true; wait "$coord" 2>/dev/null || true; coord=""
 
 # A real agent's memory: trl-coord (machine 0) and one trl-agent (machine
 # 1), two workers each that sleep; the agent's VmRSS is read while they run.
@@ -83,3 +100,7 @@ rss=$(mib VmRSS); anon=$(mib RssAnon); file=$(mib RssFile)
 wait "$agent" 2>/dev/null || true
 wait "$coord" 2>/dev/null || true; coord=""
 echo "{\"real_agent_rss_mib\": $rss, \"real_agent_anon_mib\": $anon, \"real_agent_file_mib\": $file}" | tee -a "$out"
+if [ ${#failures[@]} -gt 0 ]; then
+  printf 'FAIL: simulator run failed: %s\n' "${failures[@]}" >&2
+  exit 1
+fi

@@ -1,26 +1,73 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh), checks formatting, and runs every test:
 # unit, integration (real processes on loopback) and multi-host (network
-# namespaces, real PyTorch).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-./scripts/setup.sh --tests
+# namespaces, real PyTorch), then the fuzzers. Every stage runs; any failure
+# in any of them makes the exit status non-zero. The last line is
+#   tests: N passed, N failed, N skipped
+# A skip is never a pass: each skipped test is named with its reason. Under
+# CI=true (root, test hosts and Slurm available) any skip but the GPU test's
+# on a machine without a GPU fails the run.
+# TRL_MUTANTS=1 also runs scripts/mutants.sh --quick (deliberate breakages
+# that the tests must catch). TRL_CTEST_ARGS: extra arguments for ctest
+# (e.g. "-R deploy"); TRL_FUZZ_SECONDS (default 20): seconds per target.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+./scripts/setup.sh --tests || { echo "FAIL: scripts/setup.sh --tests"; exit 1; }
+
+failed_stages=()
 
 echo "== clang-format"
 files=$(git ls-files '*.cc' '*.h' 2>/dev/null || find . -name '*.cc' -o -name '*.h')
-clang-format --dry-run -Werror $files
-echo "formatting ok"
+# shellcheck disable=SC2086
+if clang-format --dry-run -Werror $files; then
+  echo "formatting ok"
+else
+  echo "FAIL: clang-format"; failed_stages+=(format)
+fi
+
+# Hermetic: each ctest gets its own fresh HOME, TMPDIR and TEST_TMPDIR
+# under $TRL_TEST_SCRATCH (tests/hermetic.cmake); the real ~/.trl/token
+# must be as it was (created, changed or removed: a failure).
+scratch=$(mktemp -d /tmp/trl-test-run.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/ctest"
+export TRL_TEST_SCRATCH="$scratch/ctest"
+real_token="$HOME/.trl/token"
+token_state() { stat -c '%i %Y %s' "$real_token" 2>/dev/null || echo absent; }
+token_before=$(token_state)
 
 echo "== tests"
-summary=$(mktemp)
-(cd build && ctest --output-on-failure -j2 --timeout 300) | tee "$summary"
+junit="$scratch/ctest.xml"
+(cd build && ctest --output-on-failure -j2 --timeout 300 --output-junit "$junit" \
+  ${TRL_CTEST_ARGS:-})
+ctest_rc=$?
+ci_flag=()
+[ "${CI:-}" = true ] && ci_flag=(--ci)
+summary=$(python3 scripts/ctest_summary.py "${ci_flag[@]}" "$junit")
+summary_rc=$?
+echo "$summary"
+if [ $ctest_rc != 0 ] || [ $summary_rc != 0 ]; then
+  echo "FAIL: ctest (exit $ctest_rc, summary exit $summary_rc)"; failed_stages+=(ctest)
+fi
+
+if [ "$(token_state)" != "$token_before" ]; then
+  echo "FAIL: the tests touched the real $real_token ($token_before -> $(token_state))"
+  failed_stages+=(hermetic)
+fi
 
 echo "== fuzzing (bounded)"
-./scripts/fuzz.sh 20
+if ! ./scripts/fuzz.sh "${TRL_FUZZ_SECONDS:-20}"; then
+  failed_stages+=(fuzz)
+fi
 
-# ctest's verdict once more, last, in the plain form.
-line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$summary" | tail -1)
-rm -f "$summary"
-failed=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
-total=$(echo "$line" | sed -E 's/.* tests failed out of ([0-9]+).*/\1/')
-echo "tests: $((total - failed)) passed, $failed failed"
+if [ "${TRL_MUTANTS:-0}" = 1 ]; then
+  echo "== mutants (quick): every deliberate breakage must be caught"
+  ./scripts/mutants.sh --quick || failed_stages+=(mutants)
+fi
+
+# The verdict, last.
+[ ${#failed_stages[@]} = 0 ] || echo "FAILED stages: ${failed_stages[*]}"
+line=$(echo "$summary" | grep -E '^tests: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' | tail -1)
+echo "${line:-tests: 0 passed, 0 failed, 0 skipped}"
+[ -n "$line" ] || exit 1
+[ ${#failed_stages[@]} = 0 ]

@@ -47,8 +47,11 @@ TEST_F(LauncherTest, PsShowsTheRunningJob) {
 }
 
 TEST_F(LauncherTest, PsWithoutACoordinatorSaysSo) {
+  // A token of its own: this test's HOME is fresh (tests/hermetic.cmake),
+  // without the ~/.trl/token a coordinator would have created.
   Subprocess ps({TRL_COORD_BIN, "ps", "--address",
-                 "127.0.0.1:" + std::to_string(port_), "--timeout", "1"});
+                 "127.0.0.1:" + std::to_string(port_), "--timeout", "1"},
+                {"TRL_AUTH_TOKEN=no-coordinator-checks-it"});
   EXPECT_EQ(ps.Wait(seconds(10)), 1);
   EXPECT_NE(ps.Stderr().find("cannot get the job's status"), std::string::npos)
       << ps.Output();

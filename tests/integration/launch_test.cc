@@ -1,7 +1,11 @@
 // A job end to end with the real binaries on loopback: success, the
 // environment every rank sees, a failure's exit code.
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,9 +27,10 @@ TEST_F(LauncherTest, SingleMachineJobSucceeds) {
 }
 
 TEST_F(LauncherTest, TwoMachinesGetContiguousRanksAndOneRendezvous) {
-  // The agent starts first and waits for the coordinator.
+  // The agent starts first and waits for the coordinator: in this test's
+  // fresh HOME, first for the ~/.trl/token that `trl-coord start` creates.
   auto agent = StartAgent(2, 4, 1);
-  ASSERT_TRUE(agent->WaitForOutput("waiting for the coordinator", seconds(10)))
+  ASSERT_TRUE(agent->WaitForOutput("waiting for the auth token", seconds(10)))
       << agent->Output();
   auto coord = StartCoordinator(2, 4, Worker({"--print_env"}));
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
@@ -175,6 +180,36 @@ TEST_F(LauncherTest, PerRankLogFiles) {
   }
   EXPECT_EQ(found, 2);
   std::filesystem::remove_all(log_dir);
+}
+
+// FreePort's port is this process's until it exits: another test process
+// cannot take its reservation (an abstract socket named after the port),
+// and it lies below the kernel's ephemeral ports, which outgoing
+// connections take.
+TEST(FreePortTest, APortIsReservedAndOutsideTheEphemeralRange) {
+  std::set<int> ports;
+  for (int i = 0; i < 20; ++i) {
+    const int port = FreePort();
+    ASSERT_GE(port, 30000);
+    ASSERT_LE(port, 32767);
+    EXPECT_TRUE(ports.insert(port).second) << "port " << port << " twice";
+    // What another process's FreePort would try for the same port.
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    const std::string name = "trl-test-port-" + std::to_string(port);
+    std::memcpy(addr.sun_path + 1, name.data(), name.size());
+    const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) +
+                                               1 + name.size());
+    EXPECT_NE(bind(fd, reinterpret_cast<sockaddr*>(&addr), length), 0)
+        << "port " << port << " was not reserved";
+    close(fd);
+  }
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (range >> low) {
+    EXPECT_GT(low, 32767) << "ephemeral ports start at " << low;
+  }
 }
 
 }  // namespace

@@ -1,12 +1,18 @@
 // Failures and restarts with the real binaries on loopback: a worker killed
 // with SIGKILL, a hung worker, a killed agent that comes back, a budget that
 // runs out, an exit code not worth a restart, a grandchild that ignores
-// SIGTERM. Every test also checks the invariants: one generation at a time,
-// every rank of a generation agreeing on its number, nothing left behind.
+// SIGTERM. Every test also checks the invariants: every rank of a
+// generation agreeing on its number, nothing left behind, and (where a job
+// restarts across machines) one generation at a time, from the workers'
+// own start and end records.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "tests/integration/launcher_fixture.h"
@@ -22,6 +28,90 @@ std::vector<std::string> Script(const std::string& gen0,
           "echo \"pid $$ gen $TORCHELASTIC_RESTART_COUNT rank $RANK\"; "
           "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then " +
               gen0 + "; else " + later + "; fi"};
+}
+
+// Seconds since the epoch, the clock of `date +%s.%N` in the workers.
+double WallSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A worker, as tests/lib/generations.sh's: it appends "start gen G rank R
+// pid P at T" and "end gen G rank R pid P at T" lines (T in seconds since
+// the epoch) to `records`, and prints "pid P gen G rank R". Generation 0
+// runs until stopped and takes 0.5 s to stop after SIGTERM (so that a next
+// generation started without waiting for it would overlap it); later
+// generations exit 0 after 0.3 s.
+std::vector<std::string> RecordingWorker(const std::string& records) {
+  const std::string line =
+      "gen $g rank $RANK pid $$ at $(date +%s.%N)\" >>'" + records + "'";
+  return {"/bin/sh", "-c",
+          "g=$TORCHELASTIC_RESTART_COUNT; "
+          "echo \"pid $$ gen $g rank $RANK\"; "
+          "echo \"start " +
+              line + "; trap 'sleep 0.5; echo \"end " + line +
+              "; exit 0' TERM; "
+              "if [ \"$g\" = 0 ]; then while :; do sleep 0.1; done; fi; "
+              "sleep 0.3; echo \"end " +
+              line};
+}
+
+// One generation at a time: every worker of a generation ended before any
+// worker of a later generation started, from the records RecordingWorker
+// wrote. A worker killed with SIGKILL cannot record its end: `ended_by`
+// gives for its pid a time by which it had ended (when the test killed it,
+// or saw it gone). A worker with neither is a failure, and counts as
+// running still when any later generation started.
+void ExpectOneGenerationAtATime(const std::string& records,
+                                const std::map<pid_t, double>& ended_by) {
+  struct Life {
+    int generation = -1;
+    double start = -1, end = -1;
+  };
+  std::map<pid_t, Life> lives;
+  std::ifstream in(records);
+  std::string kind, gen_word, rank_word, pid_word, at_word;
+  int generation, rank;
+  pid_t pid;
+  double at;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    if (!(fields >> kind >> gen_word >> generation >> rank_word >> rank >>
+          pid_word >> pid >> at_word >> at)) {
+      ADD_FAILURE() << "a record that does not parse: " << line;
+      continue;
+    }
+    Life& life = lives[pid];
+    life.generation = generation;
+    (kind == "start" ? life.start : life.end) = at;
+  }
+  ASSERT_FALSE(lives.empty()) << "no worker wrote to " << records;
+  std::map<int, double> first_start, last_end;
+  for (auto& [pid, life] : lives) {
+    if (life.end < 0 && ended_by.count(pid)) life.end = ended_by.at(pid);
+    EXPECT_GE(life.start, 0) << "pid " << pid << " never started";
+    if (life.end < 0) {
+      // Never seen to end: it may have outlived every later generation.
+      ADD_FAILURE() << "pid " << pid << " of generation " << life.generation
+                    << ": no record of its end";
+      life.end = std::numeric_limits<double>::infinity();
+    }
+    const int g = life.generation;
+    if (!first_start.count(g)) first_start[g] = life.start;
+    first_start[g] = std::min(first_start[g], life.start);
+    last_end[g] = std::max(last_end.count(g) ? last_end[g] : -1, life.end);
+  }
+  for (const auto& [g, ended] : last_end) {
+    for (const auto& [h, started] : first_start) {
+      if (h > g) {
+        EXPECT_LT(ended, started)
+            << "generation " << g << " still ran (until " << std::fixed << ended
+            << ") when generation " << h << " started (at " << started << ")";
+      }
+    }
+  }
 }
 
 struct Sighting {
@@ -43,6 +133,18 @@ std::vector<Sighting> Sightings(const std::string& output) {
 
 class RestartTest : public LauncherTest {
  protected:
+  // A fresh file for RecordingWorker's records, removed after the test.
+  std::string RecordsFile() {
+    records_ = ::testing::TempDir() + "/trl-generations-" +
+               std::to_string(getpid()) + "-" + std::to_string(port_) + ".log";
+    std::filesystem::remove(records_);
+    return records_;
+  }
+  void TearDown() override {
+    LauncherTest::TearDown();
+    if (!records_.empty()) std::filesystem::remove(records_);
+  }
+
   // Invariant 2 for every generation seen: ranks 0..world-1 once each.
   // With `all_printed` false, a rank may be missing: one its peer's quick
   // failure stopped before it printed anything.
@@ -77,6 +179,8 @@ class RestartTest : public LauncherTest {
 
   // Waits until the first generation has all `world_size` workers printed in
   // `outputs` and returns their sightings.
+  std::string records_;
+
   std::vector<Sighting> WaitForGeneration0(
       const std::vector<Subprocess*>& processes, int world_size) {
     std::vector<Sighting> seen;
@@ -96,18 +200,24 @@ class RestartTest : public LauncherTest {
 };
 
 TEST_F(RestartTest, KilledWorkerRestartsTheJobWhichThenSucceeds) {
+  const std::string records = RecordsFile();
   auto agent = StartAgent(2, 4, 1);
-  auto coord = StartCoordinator(2, 4, Script("exec sleep 60", "exit 0"),
-                                {"--max_restarts", "2"});
+  auto coord =
+      StartCoordinator(2, 4, RecordingWorker(records), {"--max_restarts", "2"});
   const auto gen0 = WaitForGeneration0({coord.get(), agent.get()}, 4);
   ASSERT_EQ(gen0.size(), 4u) << coord->Output() << agent->Output();
+  std::map<pid_t, double> ended_by;
   for (const auto& s : gen0) {
-    if (s.rank == 2) kill(s.pid, SIGKILL);  // a worker on machine 1
+    if (s.rank == 2) {  // a worker on machine 1
+      kill(s.pid, SIGKILL);
+      ended_by[s.pid] = WallSeconds();
+    }
   }
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
   ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
   // Generation 0 and 1, each with ranks 0..3 agreeing on the count.
   ExpectGenerations(coord->Stdout() + agent->Stdout(), 2, 4);
+  ExpectOneGenerationAtATime(records, ended_by);
   EXPECT_NE(coord->Stderr().find("rank 2 (local rank 0 on machine 1, host"),
             std::string::npos);
   EXPECT_NE(coord->Stderr().find("was killed by signal 9 (SIGKILL)"),
@@ -130,9 +240,10 @@ TEST_F(RestartTest, HungWorkerIsNoticedAndRestarted) {
 }
 
 TEST_F(RestartTest, KilledAgentIsNoticedAndTheJobRestartsWhenItIsBack) {
+  const std::string records = RecordsFile();
   auto agent = StartAgent(2, 4, 1);
-  auto coord = StartCoordinator(2, 4, Script("exec sleep 60", "exit 0"),
-                                {"--max_restarts", "1"});
+  auto coord =
+      StartCoordinator(2, 4, RecordingWorker(records), {"--max_restarts", "1"});
   const auto gen0 = WaitForGeneration0({coord.get(), agent.get()}, 4);
   ASSERT_EQ(gen0.size(), 4u) << coord->Output() << agent->Output();
   for (const auto& s : gen0) worker_pids_.insert(s.pid);
@@ -143,10 +254,13 @@ TEST_F(RestartTest, KilledAgentIsNoticedAndTheJobRestartsWhenItIsBack) {
   // Noticed well within the 3 s bound (the stream breaks at once here).
   EXPECT_LT(std::chrono::steady_clock::now() - killed_at, seconds(3));
   ASSERT_TRUE(coord->WaitForOutput("disconnected", seconds(5)));
-  // Machine 1's generation-0 workers died with their agent.
+  // Machine 1's generation-0 workers died with their agent (SIGKILL: no
+  // record of their end; they had ended when seen gone).
+  std::map<pid_t, double> ended_by;
   for (const auto& s : gen0) {
     if (s.rank >= 2) {
       EXPECT_TRUE(WaitUntil([&] { return !ProcessExists(s.pid); }, seconds(5)));
+      ended_by[s.pid] = WallSeconds();
     }
   }
   // Waiting for the machine to rejoin costs the coordinator next to no CPU
@@ -160,6 +274,7 @@ TEST_F(RestartTest, KilledAgentIsNoticedAndTheJobRestartsWhenItIsBack) {
   ASSERT_EQ(again->Wait(seconds(30)), 0) << again->Output();
   const std::string out = coord->Stdout() + agent->Stdout() + again->Stdout();
   ExpectGenerations(out, 2, 4);
+  ExpectOneGenerationAtATime(records, ended_by);
 }
 
 TEST_F(RestartTest, RestartedCoordinatorResumesTheJob) {

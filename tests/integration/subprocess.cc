@@ -6,10 +6,14 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -27,9 +31,12 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+// In $TMPDIR (each ctest has its own: tests/hermetic.cmake), else /tmp.
 std::string TempPath(const char* suffix) {
   static std::atomic<int> counter{0};
-  return "/tmp/trl-test-" + std::to_string(getpid()) + "-" +
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string dir = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  return dir + "/trl-test-" + std::to_string(getpid()) + "-" +
          std::to_string(counter++) + suffix;
 }
 
@@ -155,16 +162,67 @@ bool PortIsFree(int port) {
   return free;
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+namespace {
+
+// Holds `port` for this process: an abstract Unix socket named after it,
+// which no other process can bind while this one lives (and which goes
+// with the process, however it ends). False if another test holds it.
+bool ReservePort(int port) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  const std::string name = "trl-test-port-" + std::to_string(port);
+  // sun_path[0] == '\0': the abstract namespace, nothing on disk.
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  const socklen_t length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), length) != 0) {
+    close(fd);
+    return false;
+  }
+  return true;  // the descriptor stays open until the process exits
+}
+
+// Whether a socket of `type` can bind 127.0.0.1:port now.
+bool CanBind(int type, int port) {
+  int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr = {};
   addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t length = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+  const bool ok =
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
-  return ntohs(addr.sin_port);
+  return ok;
+}
+
+}  // namespace
+
+// A port for one test's coordinator (TCP and UDP), that no other test
+// process gets while this one runs. Picked from 30000..32767, below the
+// kernel's ephemeral range (32768 and up by default): a port from bind(0)
+// is an ephemeral one, which any outgoing connection (an agent's, a
+// worker's, another test's under ctest -j2) may take between the pick and
+// the coordinator's bind, and which another process's bind(0) may return
+// too.
+int FreePort() {
+  constexpr int kFirst = 30000, kCount = 2768;
+  const int start = static_cast<int>(
+      (static_cast<unsigned>(getpid()) * 7919u +
+       static_cast<unsigned>(
+           std::chrono::steady_clock::now().time_since_epoch().count())) %
+      kCount);
+  for (int i = 0; i < kCount; ++i) {
+    const int port = kFirst + (start + i) % kCount;
+    if (ReservePort(port) && CanBind(SOCK_STREAM, port) &&
+        CanBind(SOCK_DGRAM, port)) {
+      return port;
+    }
+  }
+  return -1;
 }
 
 }  // namespace trl::testing

@@ -52,6 +52,9 @@ bool PortIsFree(int port);
 
 // CPU time (user + system) process `pid` has used, in seconds; -1 if gone.
 double CpuSecondsOf(pid_t pid);
+// A port (TCP and UDP on 127.0.0.1) reserved for this process: no other
+// test process gets it while this one lives, and it is outside the
+// kernel's ephemeral range, so no outgoing connection takes it either.
 int FreePort();
 
 }  // namespace trl::testing

@@ -15,10 +15,10 @@ TESTHOST_COUNT=0
 declare -a TESTHOST_ADDR TESTHOST_NAME TESTHOST_IF
 
 testhosts_skip_unless_possible() {
-  if [ "$(id -u)" != 0 ]; then echo "SKIP: test hosts need root"; exit 77; fi
-  if ! command -v ip >/dev/null; then echo "SKIP: iproute2 (ip) is not installed"; exit 77; fi
+  if [ "$(id -u)" != 0 ]; then skip_or_fail "test hosts need root"; fi
+  if ! command -v ip >/dev/null; then skip_or_fail "iproute2 (ip) is not installed"; fi
   if ! ip netns add "trlprobe$$" 2>/dev/null; then
-    echo "SKIP: cannot create network namespaces here"; exit 77
+    skip_or_fail "cannot create network namespaces here"
   fi
   ip netns del "trlprobe$$"
 }
@@ -94,4 +94,14 @@ testhosts_destroy_names() {
 testhosts_destroy() {
   [ -n "$TESTHOST_PREFIX" ] && testhosts_destroy_names "$TESTHOST_PREFIX" "$TESTHOST_COUNT"
   TESTHOST_PREFIX=""
+}
+
+# skip_or_fail MESSAGE: a test that cannot run skips (exit 77), saying why;
+# under CI=true (root, test hosts, Slurm and PyTorch are there) that is a
+# failure instead.
+skip_or_fail() {
+  if [ "${CI:-}" = true ]; then
+    echo "FAIL: $1 (CI=true: this test must run)"; exit 1
+  fi
+  echo "SKIP: $1"; exit 77
 }

@@ -79,6 +79,7 @@ total=0
 for scenario in "${scenarios[@]}"; do
   run="$work/$scenario"; mkdir -p "$run"
   echo "== scenario: $scenario"
+  bad=0
   start_agent 1
   start_coord 1
   if ! wait_for 30 gen0_up; then
@@ -87,27 +88,36 @@ for scenario in "${scenarios[@]}"; do
   case $scenario in
     worker)
       pid=$(outputs | awk '/start gen 0 rank 2 / {print $9}')
+      [ -n "$pid" ] || { echo "FAIL: no pid for rank 2"; bad=1; }
       kill -9 "$pid"
       wait $coord1; crc=$?; wait $agent1; arc=$?
       ;;
     agent)
-      kill -9 "$(host_pid 2 trl-agent)"
-      wait_for 10 grep -q "disconnected" "$run/coord1.err" || echo "FAIL: the coordinator did not notice"
+      pid=$(host_pid 2 trl-agent)
+      [ -n "$pid" ] || { echo "FAIL: no trl-agent on node02"; bad=1; }
+      kill -9 "$pid"
+      wait_for 10 grep -q "disconnected" "$run/coord1.err" \
+        || { echo "FAIL: the coordinator did not notice"; bad=1; }
       start_agent 2
       wait $coord1; crc=$?; wait $agent2; arc=$?
       ;;
     coordinator)
-      kill -9 "$(host_pid 1 trl-coord)"
+      pid=$(host_pid 1 trl-coord)
+      [ -n "$pid" ] || { echo "FAIL: no trl-coord on node01"; bad=1; }
+      kill -9 "$pid"
       wait $coord1
       gen0_stopped() { [ "$(grep -c 'end gen 0' "$run/agent1.out")" = 2 ]; }
-      wait_for 10 gen0_stopped || echo "FAIL: node02 kept its workers without a coordinator"
+      wait_for 10 gen0_stopped \
+        || { echo "FAIL: node02 kept its workers without a coordinator"; bad=1; }
       start_coord 2
       wait $coord2; crc=$?; wait $agent1; arc=$?
-      grep -q "resuming job" "$run/coord2.err" || { echo "FAIL: the job was not resumed"; total=1; }
+      grep -q "resuming job" "$run/coord2.err" || { echo "FAIL: the job was not resumed"; bad=1; }
       ;;
   esac
   echo "trl-coord exit $crc, trl-agent exit $arc"
-  [ $crc = 0 ] && [ $arc = 0 ] || { echo "FAIL: non-zero exit"; cat "$run"/*.err; total=1; }
-  if check_invariants; then echo "PASS: $scenario"; else outputs; total=1; fi
+  [ $crc = 0 ] && [ $arc = 0 ] || { echo "FAIL: non-zero exit"; cat "$run"/*.err; bad=1; }
+  check_invariants || { outputs; bad=1; }
+  if [ $bad = 0 ]; then echo "PASS: $scenario"; else echo "FAIL: $scenario"; total=1; fi
 done
+[ $total = 0 ] && echo "PASS: ${scenarios[*]}"
 exit $total

@@ -16,10 +16,10 @@ source "$here/../lib/testhosts.sh"
 testhosts_skip_unless_possible
 python=${TRL_TEST_PYTHON:-/usr/bin/python3}
 "$python" -c "import torch.distributed" 2>/dev/null \
-  || { echo "SKIP: $python has no torch.distributed"; exit 77; }
+  || skip_or_fail "$python has no torch.distributed"
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null 2>&1 \
-    || { echo "SKIP: cannot install slurm-wlm and munge"; exit 77; }
+    || skip_or_fail "cannot install slurm-wlm and munge"
 fi
 
 work=$(mktemp -d /tmp/trl-slurm.XXXXXX)
@@ -145,6 +145,8 @@ time.sleep(1)  # a second delivery of the signal would show here
 sys.exit(0)
 PY
 
+# Every check sets fail=1 in this shell, never inside $(...), where it
+# would be lost.
 fail=0
 submit() {  # submit NAME COMMAND... -> job id
   local name=$1; shift
@@ -164,8 +166,15 @@ wait_done() {  # wait_done ID SECONDS -> final state
   echo "$state"
 }
 
+# submitted NAME ID: fails the test when sbatch gave no job id.
+submitted() {
+  [ -n "$2" ] && return 0
+  fail=1; echo "FAIL: sbatch did not submit $1"; return 1
+}
+
 # 1. A Gloo all-reduce over both nodes.
 id=$(submit allreduce "$here/allreduce.py" "$a1")
+submitted allreduce "$id"
 state=$(wait_done "$id" 120)
 echo "== job $id (all-reduce): $state"; cat "$work/allreduce.out"
 [ "$state" = COMPLETED ] || { fail=1; echo "FAIL: the all-reduce job ended $state"; }
@@ -178,6 +187,7 @@ grep -q "Slurm sets num_machines to 2" "$work/allreduce.out" \
 
 # 2. A worker crashes once: the job restarts and succeeds.
 id=$(submit crash "$work/crash_once.py" "$a1")
+submitted crash "$id"
 state=$(wait_done "$id" 120)
 echo "== job $id (crash once): $state"; cat "$work/crash.out"
 [ "$state" = COMPLETED ] || { fail=1; echo "FAIL: the crashing job ended $state"; }
@@ -188,16 +198,16 @@ grep -q "rank 1 crashes in generation 0" "$work/crash.out" || { fail=1; echo "FA
 # 3 and 4. Slurm's signals reach every worker: the pre-emption notice
 # (scancel --signal=USR1, as #SBATCH --signal sends it), then scancel's
 # SIGTERM; afterwards nothing of either job is left on either host.
-run_sleeper() {  # run_sleeper NAME -> job id, once its 4 ranks sleep
-  local id; id=$(submit "$1" "$work/sleep.py")
+run_sleeper() {  # run_sleeper NAME: sets sleeper_id, once its 4 ranks sleep
+  sleeper_id=$(submit "$1" "$work/sleep.py")
+  submitted "$1" "$sleeper_id"
   for _ in $(seq 1 300); do
     [ "$(grep -c 'sleeping' "$work/$1.out" 2>/dev/null)" = 4 ] && break; sleep 0.2
   done
-  grep -c sleeping "$work/$1.out" | grep -qx 4 \
-    || { fail=1; echo "FAIL: $1 never ran 4 ranks" >&2; cat "$work/$1.out" >&2; }
-  echo "$id"
+  grep -c sleeping "$work/$1.out" 2>/dev/null | grep -qx 4 \
+    || { fail=1; echo "FAIL: $1 never ran 4 ranks"; cat "$work/$1.out"; }
 }
-id=$(run_sleeper notice)
+run_sleeper notice; id=$sleeper_id
 on1 scancel --signal=USR1 "$id"
 state=$(wait_done "$id" 60)
 echo "== job $id (pre-emption notice, SIGUSR1): $state"; cat "$work/notice.out"
@@ -205,7 +215,7 @@ for rank in 0 1 2 3; do  # each exactly once: Slurm sends it, we do not again
   [ "$(grep -o "rank $rank got SIGUSR1" "$work/notice.out" | wc -l)" = 1 ] \
     || { fail=1; echo "FAIL: rank $rank did not get SIGUSR1 exactly once"; }
 done
-id=$(run_sleeper sleeper)
+run_sleeper sleeper; id=$sleeper_id
 on1 scancel "$id"
 state=$(wait_done "$id" 60)
 echo "== job $id (scancel): $state"; cat "$work/sleeper.out"

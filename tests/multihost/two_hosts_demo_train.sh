@@ -3,8 +3,9 @@
 # coordinator's store: 2 hosts x 2 workers x 8 per device, and 2 hosts x 4
 # workers (8 processes) x 4 per device, both an effective batch of 32,
 # must end with the weights of one process x 32 x 1 and of one process
-# x 4 x 8 accumulation steps (up to float summation order), and nothing may
-# be left on either host.
+# x 4 x 8 accumulation steps to 5e-8 (float summation order; README's
+# promise: measured 4.5e-8 and 3.7e-8, the same on every run), and nothing
+# may be left on either host.
 #
 # Usage: two_hosts_demo_train.sh BUILD_DIR
 set -u
@@ -82,7 +83,7 @@ for name in hosts2x2x8 hosts2x4x4 one4x8; do
   echo "max |w(one32x1) - w($name)| = $worst"
   case "$worst" in
     count*|"") echo "FAIL: $name: wrong number of weights"; fail=1 ;;
-    *) [ "$(echo "$worst <= 0.00001" | sed 's/e/*10^/' | bc -l)" = 1 ] \
+    *) [ "$(echo "$worst <= 0.00000005" | sed 's/e/*10^/' | bc -l)" = 1 ] \
          || { echo "FAIL: $name: weights differ by $worst"; fail=1; } ;;
   esac
 done

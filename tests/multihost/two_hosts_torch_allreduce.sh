@@ -13,7 +13,7 @@ source "$here/../lib/testhosts.sh"
 testhosts_skip_unless_possible
 python=${TRL_TEST_PYTHON:-/usr/bin/python3}
 if ! "$python" -c "import torch.distributed" 2>/dev/null; then
-  echo "SKIP: $python has no torch.distributed (apt-get install python3-torch)"; exit 77
+  skip_or_fail "$python has no torch.distributed (apt-get install python3-torch)"
 fi
 
 work=$(mktemp -d)

@@ -204,12 +204,12 @@ TEST(DemoTrainer, EqualEffectiveBatchesTrainTheSameModelAsTheReference) {
   auto one_by_32 = Train(SmallRun(32, 1), single, {});
   auto one_by_4x8 = Train(SmallRun(4, 8), single, {});
   ASSERT_TRUE(one_by_32.ok() && one_by_4x8.ok());
-  ExpectClose(one_by_32->params, reference, 1e-5f);
-  ExpectClose(one_by_4x8->params, reference, 1e-5f);
+  ExpectClose(one_by_32->params, reference, 5e-8f);
+  ExpectClose(one_by_4x8->params, reference, 5e-8f);
   // 8 ranks x 4 x 1: every rank ends with the same weights.
   ThreadGroup eight(8);
   auto ranks = eight.Train(SmallRun(4, 1));
-  for (const auto& weights : ranks) ExpectClose(weights, reference, 1e-5f);
+  for (const auto& weights : ranks) ExpectClose(weights, reference, 5e-8f);
   EXPECT_EQ(ranks[0], ranks[7]);  // one all-reduce result, bit for bit
   // And training did something: the weights moved.
   float moved = 0;

@@ -1,6 +1,12 @@
 // The coordinator acknowledges an agent's heartbeats every lease / 3 (the
-// lease the agent declared when it registered), not every one.
+// lease the agent declared when it registered), not every one: the first
+// heartbeat at once, then the first one at least lease / 3 after the last
+// ack. The fake clock starts at 1000 s, not at TimePoint{}: that is also
+// the coordinator's "never acked" value, and a clock starting there acks
+// the second heartbeat too (at 0 and 0.5 s), which a count alone missed.
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "coordinator/coordinator.h"
 #include "tests/unit/coordinator_harness.h"
@@ -11,14 +17,26 @@ namespace {
 namespace pb = trl::launch::v1;
 using std::chrono::milliseconds;
 
+// Far from TimePoint{}, the coordinator's "never acked".
+const TimePoint kStart = TimePoint{} + std::chrono::seconds(1000);
+
+// Records when (on the test's clock, in ms after the start) each ack went.
 class CountingLink : public AgentLink {
  public:
+  explicit CountingLink(const TimePoint* now) : now_(now) {}
   void Send(const pb::CoordinatorMessage& message) override {
-    if (message.has_heartbeat_ack()) ++acks;
+    if (!message.has_heartbeat_ack()) return;
+    ++acks;
+    ack_ms.push_back(static_cast<int>(
+        std::chrono::duration_cast<milliseconds>(*now_ - kStart).count()));
   }
   void Close() override {}
   std::string Peer() const override { return "test"; }
   int acks = 0;
+  std::vector<int> ack_ms;
+
+ private:
+  const TimePoint* now_;
 };
 
 class HeartbeatAckTest : public ::testing::Test {
@@ -42,26 +60,47 @@ class HeartbeatAckTest : public ::testing::Test {
   }
 
   CoordinatorOptions options_;
-  TimePoint now_{};
+  TimePoint now_ = kStart;
   std::unique_ptr<Coordinator> core_;
 };
 
 TEST_F(HeartbeatAckTest, AcksEveryThirdOfTheLeaseNotEveryHeartbeat) {
-  CountingLink link;
+  CountingLink link(&now_);
   Register(&link, 1, 3000);  // acks at most every 1 s
   Beat(&link, 9);            // 0, 0.5, ... 4.0 s
-  EXPECT_EQ(link.acks, 5);   // at 0, 1, 2, 3, 4 s
+  EXPECT_EQ(link.ack_ms, (std::vector<int>{0, 1000, 2000, 3000, 4000}));
+}
+
+TEST_F(HeartbeatAckTest, FirstHeartbeatIsAckedAtOnceHoweverLateItComes) {
+  CountingLink link(&now_);
+  Register(&link, 1, 3000);
+  now_ += milliseconds(200);  // the first heartbeat, 0.2 s after registering
+  Beat(&link, 4);             // 0.2, 0.7, 1.2, 1.7 s
+  EXPECT_EQ(link.ack_ms, (std::vector<int>{200, 1200}));
+}
+
+TEST_F(HeartbeatAckTest, AHeartbeatJustShortOfTheIntervalIsNotAcked) {
+  CountingLink link(&now_);
+  Register(&link, 1, 3000);
+  pb::AgentMessage beat;
+  beat.mutable_heartbeat();
+  core_->OnMessage(&link, beat);  // acked
+  now_ += milliseconds(999);
+  core_->OnMessage(&link, beat);  // 1 ms short of lease / 3
+  now_ += milliseconds(1);
+  core_->OnMessage(&link, beat);  // exactly lease / 3 after the last ack
+  EXPECT_EQ(link.ack_ms, (std::vector<int>{0, 1000}));
 }
 
 TEST_F(HeartbeatAckTest, NoLeaseDeclaredMeansEveryHeartbeatIsAcked) {
-  CountingLink link;
+  CountingLink link(&now_);
   Register(&link, 1, 0);  // an agent that says nothing of its lease
   Beat(&link, 6);
-  EXPECT_EQ(link.acks, 6);
+  EXPECT_EQ(link.ack_ms, (std::vector<int>{0, 500, 1000, 1500, 2000, 2500}));
 }
 
 TEST_F(HeartbeatAckTest, AnUnregisteredStreamGetsNothing) {
-  CountingLink stranger;
+  CountingLink stranger(&now_);
   Beat(&stranger, 3);
   EXPECT_EQ(stranger.acks, 0);
 }

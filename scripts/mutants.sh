@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Deliberate breakages, one at a time, each of which one test must catch.
+# The tracked files are copied (as they are in the working tree) to
+# build-mutants/tree; for each mutant one file of the copy is changed with
+# sed, the copy is built (ccache: only what the change touches compiles),
+# the test that must catch it runs, and the file is put back. The sources
+# here are only read. Prints "MUTANT -> caught by TEST" or "NOT CAUGHT";
+# exits 1 if any mutant survives (or does not apply, or does not build).
+#
+# Usage: scripts/mutants.sh [--quick] [MUTANT...]
+#   --quick: leaves out the slowest multi-host scripts (two_hosts_demo_train,
+#            slurm); about 5 minutes on 2 cores with a warm ccache.
+#   MUTANT...: only these (names as printed by --list).
+#   --list: the mutants, and exit.
+# Kinds of mutant:
+#   cxx     sed on a C++ source, rebuild, the ctest (a test that passes on
+#           the unchanged copy first: baseline) must fail.
+#   script  sed on a multi-host test script (flips one of its checks); the
+#           script must exit non-zero and print that check's FAIL line.
+#   fuzz    config_fuzzer built with -DTRL_FUZZ_SELFTEST_CRASH=ON aborts on
+#           every input; scripts/fuzz.sh must fail.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+quick=0 list=0
+only=()
+for arg in "$@"; do
+  case $arg in
+    --quick) quick=1 ;;
+    --list) list=1 ;;
+    *) only+=("$arg") ;;
+  esac
+done
+
+# NAME ~ KIND ~ FILE ~ SED EXPRESSION ~ TEST (cxx: ctest name; script: the
+# script's arguments after BUILD_DIR, then "::" and the FAIL line expected)
+# ~ slow (left out by --quick)
+mutants=(
+  "pdeathsig-removed~cxx~agent/worker_process.cc~s/prctl(PR_SET_PDEATHSIG, SIGKILL);/(void)0;/~LauncherTest.KilledAgentFailsTheJobAndItsWorkersDie~"
+  "orphan-sweep-removed~cxx~agent/orphans.cc~/^int KillOrphansOfGeneration(/a\\  return 0;~WorkerCleanupTest.SubreaperKillsOrphansOfTheGenerationOnly~"
+  "token-check-removed~cxx~coordinator/grpc_service.cc~s/if (TokensEqual(expected_, given)) return/if (true) return/~AuthTest.AgentsWithoutTheRightTokenAreRefused~"
+  "generation-fencing-removed~cxx~coordinator/job_state_machine.cc~s/if (generation != generation_) return nullptr;/if (false) return nullptr;/~JobStateMachineTest.EventsOfOtherGenerationsAreIgnored~"
+  "heartbeat-timeout-ignored~cxx~coordinator/job_state_machine.cc~s/if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents)/if (false \&\& timeout.count() > 0)/~JobRestartTest.SilentAgentIsLostAndTheJobWaitsForItToRejoin~"
+  "ack-interval-off-by-one~cxx~coordinator/coordinator.cc~s/now - agent.last_ack >= agent.ack_every/now - agent.last_ack > agent.ack_every/~HeartbeatAckTest.AHeartbeatJustShortOfTheIntervalIsNotAcked~"
+  "restart-before-old-generation-ended~cxx~coordinator/job_state_machine.cc~s/  if (live_ranks_ > 0) return;/  if (live_ranks_ > 0 \&\& phase_ == JobPhase::kRunning) return;/~RestartTest.KilledWorkerRestartsTheJobWhichThenSucceeds~"
+  "freeport-reservation-removed~cxx~tests/integration/subprocess.cc~/^bool ReservePort(int port) {/a\\  if (port > 0) return true;~FreePortTest.APortIsReservedAndOutsideTheEphemeralRange~"
+  "fuzz-crash~fuzz~~~scripts/fuzz.sh~"
+  "failures-agent-check~script~tests/multihost/failures.sh~s/grep -q \"disconnected\"/grep -q \"NOTdisconnected\"/~agent::FAIL: the coordinator did not notice~"
+  "failures-coordinator-check~script~tests/multihost/failures.sh~s/grep -c 'end gen 0' \"\$run\/agent1.out\")\" = 2/grep -c 'end gen 0' \"\$run\/agent1.out\")\" = 3/~coordinator::FAIL: node02 kept its workers without a coordinator~"
+  "cut-link-check~script~tests/multihost/cut_link_rejoin.sh~s/grep -q 'machine 1 is lost'/grep -q 'machine 9 is lost'/~::FAIL: the coordinator did not notice node02~"
+  "udp-lost-check~script~tests/multihost/udp_lost.sh~s/^\[ \"\$(via 0)\" = udp \]/[ \"\$(via 0)\" = tcp ]/~::FAIL: node01's datagrams stopped too~"
+  "torch-allreduce-check~script~tests/multihost/two_hosts_torch_allreduce.sh~s/allreduce ok: rank \$rank\/4\" \"\$work\/coord.out\"/allreduce ok: rank \$rank\/5\" \"\$work\/coord.out\"/~::FAIL: rank 0 did not report a correct all-reduce~"
+  "demo-train-check~script~tests/multihost/two_hosts_demo_train.sh~s/grep -q \"effective batch size 32 = /grep -q \"effective batch size 33 = /~::FAIL: hosts2x2x8: the coordinator did not name the effective batch size~slow"
+  "slurm-run-sleeper-check~script~tests/multihost/slurm.sh~s/grep -qx 4/grep -qx 5/~::FAIL: notice never ran 4 ranks~slow"
+)
+
+if [ $list = 1 ]; then
+  for m in "${mutants[@]}"; do echo "${m%%|*}"; done
+  exit 0
+fi
+
+selected=()
+for m in "${mutants[@]}"; do
+  IFS='~' read -r name kind file expr test slow <<<"$m"
+  if [ ${#only[@]} -gt 0 ]; then
+    printf '%s\n' "${only[@]}" | grep -qxF "$name" && selected+=("$m")
+  elif [ $quick = 0 ] || [ "$slow" != slow ]; then
+    selected+=("$m")
+  fi
+done
+[ ${#selected[@]} -gt 0 ] || { echo "no such mutant: ${only[*]}"; exit 2; }
+
+dir=$root/build-mutants
+tree=$dir/tree
+logs=$dir/logs
+rm -rf "$tree" "$logs"
+mkdir -p "$tree" "$logs"
+(cd "$root" && git ls-files -z | tar --null -T - --ignore-failed-read -cf - 2>/dev/null) |
+  tar -xf - -C "$tree"
+echo "== building the copy in $tree/build"
+cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$logs/cmake.log" 2>&1 \
+  && cmake --build "$tree/build" -j2 >"$logs/build.log" 2>&1 \
+  || { echo "FAIL: the unchanged copy does not build (see $logs/build.log)"; exit 1; }
+
+# Baseline: every test a cxx mutant relies on passes on the unchanged copy
+# (a test that always fails would "catch" anything).
+baseline=()
+for m in "${selected[@]}"; do
+  IFS='~' read -r name kind file expr test slow <<<"$m"
+  [ "$kind" = cxx ] && baseline+=("$test")
+done
+if [ ${#baseline[@]} -gt 0 ]; then
+  regex="^($(IFS='|'; echo "${baseline[*]}"))\$"
+  echo "== baseline: ${#baseline[@]} tests on the unchanged copy"
+  (cd "$tree/build" && ctest -R "$regex" --timeout 120 -j2) >"$logs/baseline.log" 2>&1 \
+    || { echo "FAIL: a test fails without any mutant (see $logs/baseline.log)"; exit 1; }
+  ran=$(grep -c "Test *#.*Passed" "$logs/baseline.log")
+  [ "$ran" = "$(printf '%s\n' "${baseline[@]}" | sort -u | wc -l)" ] \
+    || { echo "FAIL: baseline ran $ran tests, not all of ${baseline[*]}"; exit 1; }
+fi
+
+survived=0
+results=()
+for m in "${selected[@]}"; do
+  IFS='~' read -r name kind file expr test slow <<<"$m"
+  log="$logs/$name.log"
+  start=$(date +%s)
+  verdict=""
+  if [ -n "$file" ]; then
+    sed -i -e "$expr" "$tree/$file"
+    if cmp -s "$root/$file" "$tree/$file"; then
+      verdict="DID NOT APPLY (sed changed nothing in $file)"
+    fi
+  fi
+  if [ -z "$verdict" ]; then
+    case $kind in
+      cxx)
+        if ! cmake --build "$tree/build" -j2 >"$log" 2>&1; then
+          verdict="DOES NOT BUILD (see $log)"
+        elif (cd "$tree/build" && ctest -R "^${test}\$" --timeout 120 --output-on-failure) >>"$log" 2>&1; then
+          verdict="NOT CAUGHT by $test"
+        elif grep -q "Test *#.*${test} .*\*\*\*\(Failed\|Timeout\|Exception\)" "$log"; then
+          verdict="caught by $test"
+        else
+          verdict="NOT CAUGHT: $test did not run (see $log)"
+        fi
+        ;;
+      script)
+        args=${test%%::*} expected=${test#*::}
+        # shellcheck disable=SC2086
+        # As under ctest: a HOME and TMPDIR of its own (tests/hermetic.cmake).
+        rm -rf "$dir/scratch"; mkdir -p "$dir/scratch/home" "$dir/scratch/tmp"
+        if HOME="$dir/scratch/home" TMPDIR="$dir/scratch/tmp" \
+           timeout 400 bash "$tree/$file" "$tree/build" $args >"$log" 2>&1; then
+          verdict="NOT CAUGHT by $file"
+        elif grep -qF "$expected" "$log"; then
+          verdict="caught by $file ($expected)"
+        else
+          verdict="NOT CAUGHT: $file failed, but not with '$expected' (see $log)"
+        fi
+        ;;
+      fuzz)
+        if FUZZ_BUILD_DIR="$tree/build-fuzz" FUZZ_TARGETS=config \
+           FUZZ_CMAKE_ARGS=-DTRL_FUZZ_SELFTEST_CRASH=ON \
+           bash "$tree/scripts/fuzz.sh" 5 >"$log" 2>&1; then
+          verdict="NOT CAUGHT by scripts/fuzz.sh"
+        elif grep -q "FAIL: fuzzer config exited" "$log"; then
+          verdict="caught by scripts/fuzz.sh"
+        else
+          verdict="NOT CAUGHT: scripts/fuzz.sh failed otherwise (see $log)"
+        fi
+        ;;
+    esac
+  fi
+  [ -n "$file" ] && cp "$root/$file" "$tree/$file"
+  case $verdict in caught*) ;; *) survived=$((survived + 1)) ;; esac
+  line=$(printf '%-38s -> %s (%ss)' "$name" "$verdict" $(($(date +%s) - start)))
+  echo "$line"
+  results+=("$line")
+done
+# The copy is left as it was: rebuild what the last mutant touched.
+cmake --build "$tree/build" -j2 >/dev/null 2>&1
+
+echo "== mutants"
+printf '%s\n' "${results[@]}"
+if [ $survived -gt 0 ]; then
+  echo "FAIL: $survived of ${#selected[@]} mutants not caught"
+  exit 1
+fi
+echo "all ${#selected[@]} mutants caught"
