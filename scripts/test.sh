@@ -7,11 +7,14 @@
 # A skip is never a pass: each skipped test is named with its reason. Under
 # CI=true (root, test hosts and Slurm available) any skip but the GPU test's
 # on a machine without a GPU fails the run.
-# TRL_MUTANTS=1 also runs scripts/mutants.sh --quick (deliberate breakages
-# that the tests must catch). TRL_CTEST_ARGS: extra arguments for ctest
+# TRL_MUTANTS=1 (the default under CI=true) also runs scripts/mutants.sh
+# --quick (deliberate breakages that the tests must catch). TRL_CTEST_ARGS: extra arguments for ctest
 # (e.g. "-R deploy"); TRL_FUZZ_SECONDS (default 20): seconds per target.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+# ccache keys on paths relative to the checkout: the mutants' copy of the
+# tree (build-mutants/tree, built the same way) reuses the main build.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 ./scripts/setup.sh --tests || { echo "FAIL: scripts/setup.sh --tests"; exit 1; }
 
 failed_stages=()
@@ -60,9 +63,9 @@ if ! ./scripts/fuzz.sh "${TRL_FUZZ_SECONDS:-20}"; then
   failed_stages+=(fuzz)
 fi
 
-if [ "${TRL_MUTANTS:-0}" = 1 ]; then
+if [ "${TRL_MUTANTS:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; then
   echo "== mutants (quick): every deliberate breakage must be caught"
-  ./scripts/mutants.sh --quick || failed_stages+=(mutants)
+  bash ./scripts/mutants.sh --quick || failed_stages+=(mutants)
 fi
 
 # The verdict, last.

@@ -35,9 +35,11 @@ std::set<std::string> Listing(const std::string& dir) {
 
 TEST_F(LauncherTest, PlantedPathsInASharedTmpdirAreNeverUsed) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to act as two users";
-  const std::string root =
-      ::testing::TempDir() + "/trl-shared-" + std::to_string(getpid());
-  fs::remove_all(root);
+  // Under /tmp itself, not the test's own (private) TMPDIR: the other
+  // user must be able to reach it.
+  char root_template[] = "/tmp/trl-shared-XXXXXX";
+  ASSERT_NE(mkdtemp(root_template), nullptr);
+  const std::string root = root_template;
   const std::string shared = root + "/tmp";   // like /tmp: 1777
   const std::string victim = root + "/home";  // the victim's HOME
   const std::string loot = root + "/loot";    // the attacker's own

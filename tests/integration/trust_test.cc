@@ -134,9 +134,11 @@ TEST_F(LauncherTest, AWorkerCannotReadItsDaemonsEnvironmentOrMemory) {
   if (getuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
     GTEST_SKIP() << "needs root and setpriv to run the job as another user";
   }
-  const std::string home =
-      ::testing::TempDir() + "/trl-nobody-" + std::to_string(getpid());
-  std::filesystem::create_directories(home);
+  // Under /tmp itself, not the test's own (private) TMPDIR: the other
+  // user must be able to reach it.
+  char home_template[] = "/tmp/trl-nobody-XXXXXX";
+  ASSERT_NE(mkdtemp(home_template), nullptr);
+  const std::string home = home_template;
   chown(home.c_str(), 65534, 65534);
   const std::string probe =
       "if cat /proc/$PPID/environ >/dev/null 2>&1; then echo ENVIRON-READ; "
