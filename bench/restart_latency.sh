@@ -51,13 +51,13 @@ run_trl() {
   latency "$marks"
 }
 
-run_torchrun() {
-  local port=$1
-  local marks="$work/torch-$1"
+run_torchrun() {  # PORT [EXTRA TORCHRUN FLAGS...]
+  local port=$1; shift
+  local marks="$work/torch-$port"
   mkdir -p "$marks"
   local common=(--nnodes 2 --nproc_per_node 2 --rdzv_backend c10d
                 --rdzv_endpoint "$master:$port" --max_restarts 1
-                --redirects=1 --tee=1 --no_python)
+                --redirects=1 --tee=1 --no_python "$@")
   testhosts_exec 2 "$torchrun" "${common[@]}" --log_dir "$work/tl-$port-2" \
     "$work/worker.sh" "$marks" >/dev/null 2>&1 &
   local other=$!
@@ -69,10 +69,13 @@ run_torchrun() {
   latency "$marks"
 }
 
-: >"$work/trl"; : >"$work/torch"
+: >"$work/trl"; : >"$work/torch"; : >"$work/tuned"
 for i in $(seq 1 "$runs"); do
   t=$(run_trl $((33000 + i))) || exit 1; echo "$t" >>"$work/trl"
   u=$(run_torchrun $((34000 + i))) || exit 1; echo "$u" >>"$work/torch"
-  printf 'run %d: trl-launch %.3f s, torchrun %.3f s\n' "$i" "$t" "$u"
+  v=$(run_torchrun $((36000 + i)) --monitor_interval 0.1) || exit 1
+  echo "$v" >>"$work/tuned"
+  printf 'run %d: trl-launch %.3f s, torchrun %.3f s, torchrun tuned %.3f s\n' \
+    "$i" "$t" "$u" "$v"
 done
-summarize_against_torchrun "$work/trl" "$work/torch" 30
+summarize_against_torchrun "$work/trl" "$work/torch" 100 "$work/tuned" 1
