@@ -106,7 +106,8 @@ def scale_table(runs):
     by_size = {}
     for r in runs:
         if (r.get("heartbeat_interval_s", 1) != 1 or
-                r.get("heartbeats_via", "udp") != "udp"):
+                r.get("heartbeats_via", "udp") != "udp" or
+                r.get("transport") == "insecure"):
             continue
         r = dict(r)
         if "ps_ms" in r:
@@ -177,6 +178,11 @@ def main():
     allreduce = load_json(os.path.join(raw_dir, "allreduce.json"))
     table = scale_table(runs)
     fast = [r for r in runs if r.get("heartbeat_interval_s", 1) != 1]
+    # The --insecure reference of the handshakes' cost (1 Hz, datagrams),
+    # not the other runs that happen to be insecure (fast detection).
+    insecure = [r for r in runs if r.get("transport") == "insecure" and
+                r.get("heartbeat_interval_s", 1) == 1 and
+                r.get("heartbeats_via", "udp") == "udp"]
     on_stream = [r for r in runs if r.get("heartbeats_via") == "stream"]
     info = machine()
 
@@ -232,6 +238,25 @@ def main():
                       f"| {fmt(udp, ' %', 100)} | {fmt(ref, ' %', 100)} | "
                       f"{ratio} | | |\n")
             summary["heartbeats_on_stream"] = ref
+    if table and insecure:
+        # The cost of the TLS handshakes (the default: the token's derived
+        # identity) against --insecure, same size, same run.
+        size = insecure[0]["agents"]
+        secure_runs = [r for r in runs if r.get("agents") == size and
+                       r.get("transport") == "tls-derived" and
+                       r.get("heartbeats_via", "udp") == "udp" and
+                       r.get("heartbeat_interval_s", 1) == 1]
+        for field, label, unit, scale in (
+                ("rendezvous_s", "rendezvous", " s", 1),
+                ("coordinator_rss_mib", "coordinator memory", " MiB", 1)):
+            ours = spread([r.get(field) for r in secure_runs])
+            ref = spread([r.get(field) for r in insecure])
+            if ours and ref and ours["median"] > 0:
+                md.append(f"| {label}, {size} agents: TLS (derived identity) "
+                          f"vs --insecure | {fmt(ours, unit, scale)} | "
+                          f"{fmt(ref, unit, scale)} | "
+                          f"{ref['median'] / ours['median']:.2f} | | |\n")
+        summary["insecure_reference"] = insecure
     if fast:
         s = spread([r.get("dead_agent_noticed_s") for r in fast])
         verdict = "met" if s and s["median"] <= 0.5 else "missed"

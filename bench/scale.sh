@@ -27,6 +27,11 @@ coord=""
 failures=()
 cleanup() { [ -n "$coord" ] && kill "$coord" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT
+# The default is what is measured: TLS with the token's derived identity
+# (a token of the run's own); SECURITY=insecure for the reference run.
+TRL_AUTH_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+export TRL_AUTH_TOKEN
+security_flags() { [ "${SECURITY:-}" = insecure ] && echo --insecure || true; }
 # sim_run AGENTS EXTRA_SIM_FLAGS... -- COORD_AND_SIM_FLAGS...: a coordinator
 # for AGENTS agents x 8 ranks and one simulator run against it; prints the
 # simulator's JSON line; its status is the simulator's.
@@ -36,7 +41,7 @@ sim_run() {
   while [ "$1" != -- ]; do sim_flags+=("$1"); shift; done; shift
   local flags=(--num_machines "$agents" --num_processes $((agents * 8))
                --main_process_ip 127.0.0.1 --main_process_port "$port" --use_cpu
-               --insecure --heartbeat_interval 1 "$@")
+               $(security_flags) --heartbeat_interval 1 "$@")
   "$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
     --max_restarts 3 /bin/true >/dev/null 2>&1 &
   coord=$!
@@ -72,6 +77,13 @@ largest=${sizes[${#sizes[@]}-1]}
 for rep in $(seq 1 "$reps"); do
   sim_run "$largest" --ps_runs 1 --no_failures -- --no_udp_heartbeats | tee -a "$out" \
     || failures+=("$largest agents, heartbeats on the stream, run $rep")
+done
+
+# The reference for the handshakes' cost: the largest size without TLS
+# (--insecure), rendezvous and heartbeats only.
+for rep in $(seq 1 "$reps"); do
+  SECURITY=insecure sim_run "$largest" --ps_runs 1 --no_failures -- | tee -a "$out" \
+    || failures+=("$largest agents, --insecure, run $rep")
 done
 
 # Detection configured down: heartbeats every 0.1 s, 3 misses (0.3 s).
