@@ -226,8 +226,8 @@ int main(int argc, char** argv) {
   json.push_back(absl::StrFormat("\"heartbeat_interval_s\": %g",
                                  launch.heartbeat_interval_s));
   const char* transport = security->derived_identity ? "tls-derived"
-                          : launch.insecure           ? "insecure"
-                                                      : "tls";
+                          : launch.insecure          ? "insecure"
+                                                     : "tls";
   json.push_back(absl::StrFormat("\"transport\": \"%s\"", transport));
   json.push_back(absl::StrFormat("\"heartbeats_via\": \"%s\"",
                                  launch.no_udp_heartbeats ? "stream" : "udp"));
