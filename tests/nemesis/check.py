@@ -20,7 +20,8 @@ Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
 
 Invariants:
   I1  never two generations' workers alive at once: no worker of generation
-      g is alive (end record, else last time the watcher saw its pid) after
+      g is alive (its end record or the last time the watcher saw its pid
+      alive, whichever is later) after
       the first worker of a later generation started; no worker saw an older
       generation's worker alive when it started
   I2  every generation: each rank at most once, 0 <= rank < WORLD_SIZE, all
@@ -91,13 +92,14 @@ def check_job(d):
         gens[s["gen"]].append(s)
 
     # I1: one generation at a time.
-    def alive_until(s):
+    def alive_until(s):  # the latest time the worker surely was alive
+        times = [(s["t"], "its start record")]
         e = ends.get(s["pid"])
         if e is not None:
-            return e["t"], "its end record"
+            times.append((e["t"], "its end record"))
         if s["pid"] in gone:
-            return gone[s["pid"]][0], "last seen alive by the watcher"
-        return s["t"], "its start record (never seen again)"
+            times.append((gone[s["pid"]][0], "last seen alive by the watcher"))
+        return max(times)
 
     first_start = {g: min(s["t"] for s in ss) for g, ss in gens.items()}
     for g in sorted(gens):

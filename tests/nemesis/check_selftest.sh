@@ -66,6 +66,11 @@ expect overlap I1
 good "$work/overlap_killed"
 echo "gone 104 1005.30 1005.40" >"$work/overlap_killed/gone"
 expect overlap_killed I1
+# I1: a worker wrote its end record in time but the watcher still saw its pid
+# alive after generation 1 started.
+good "$work/overlap_after_end"
+echo "gone 103 1005.20 1005.30" >"$work/overlap_after_end/gone"
+expect overlap_after_end I1
 # I1: a new worker saw an older one alive at its start.
 good "$work/older_alive"
 echo "older 1 3 203 node02 1005.13 0 4 104" >>"$work/older_alive/records"
