@@ -8,9 +8,12 @@
 #                                        timeout (0.3 s x 3) and the lease
 #   stop_coord_short / stop_coord_long   the same for the coordinator
 #   kill_agent                           SIGKILL of an agent, a new one on
-#                                        the same host
+#                                        the same host 0.1-4 s later
+#   freeze_kill_agent                    the same, of an agent frozen
+#                                        (SIGSTOP) 0.1-3 s before
 #   kill_coord                           SIGKILL of the coordinator, started
 #                                        again with the same --state_file
+#                                        0.1-4 s later
 #   partition                            a host's link down, then up
 #   worker_crash                         a worker exits 1
 #   worker_flood                         a worker prints a 5 MiB line without
@@ -156,7 +159,7 @@ fault() {  # KIND TARGET DETAIL...
 # thawed, the link back up, the killed daemon replaced).
 inject() {
   local kind i pid d
-  rand 9; kind=$R
+  rand 10; kind=$R
   case $kind in
     0|1)  # freeze an agent
       rand 2; i=$(( R + 2 )); pid=${cur_pid[$i]}
@@ -170,10 +173,17 @@ inject() {
       ended "${cur_name[1]}" && { fault "$k" node01 "(skipped: ${cur_name[1]} already ended)"; return; }
       fault "$k" node01 "SIGSTOP ${cur_name[1]} pid $pid for $d s"
       kill -STOP "$pid"; sleep "$d"; kill -CONT "$pid" ;;
-    4)  # kill an agent, start a new one on the same host
-      rand 2; i=$(( R + 2 )); rand 15; d=0.$R
-      ended "${cur_name[$i]}" && { fault kill_agent "${TESTHOST_NAME[$i]}" "(skipped: ${cur_name[$i]} already ended)"; return; }
-      fault kill_agent "${TESTHOST_NAME[$i]}" "SIGKILL ${cur_name[$i]} pid ${cur_pid[$i]}, a new agent after ${d}0 s"
+    4|9)  # kill an agent (9: frozen first), start a new one on the same host
+      rand 2; i=$(( R + 2 )); rand 40; d=$(( R / 10 )).$(( R % 10 + 1 ))
+      k=kill_agent; [ $kind = 9 ] && k=freeze_kill_agent
+      ended "${cur_name[$i]}" && { fault $k "${TESTHOST_NAME[$i]}" "(skipped: ${cur_name[$i]} already ended)"; return; }
+      if [ $kind = 9 ]; then
+        rand 30; local f=$(( R / 10 )).$(( R % 10 + 1 ))
+        fault $k "${TESTHOST_NAME[$i]}" "SIGSTOP ${cur_name[$i]} pid ${cur_pid[$i]}, SIGKILL after $f s, a new agent $d s later"
+        kill -STOP "${cur_pid[$i]}"; sleep "$f"
+      else
+        fault $k "${TESTHOST_NAME[$i]}" "SIGKILL ${cur_name[$i]} pid ${cur_pid[$i]}, a new agent after $d s"
+      fi
       kill -9 "${cur_pid[$i]}"; note_kill "$i"
       wait_for 5 ended "${cur_name[$i]}"
       sleep "$d"
@@ -183,7 +193,7 @@ inject() {
         start_agent "$i"
       fi ;;
     5)  # kill the coordinator, start it again on the same state file
-      rand 15; d=$(( R / 10 )).$(( R % 10 + 1))
+      rand 40; d=$(( R / 10 )).$(( R % 10 + 1))
       ended "${cur_name[1]}" && { fault kill_coord node01 "(skipped: ${cur_name[1]} already ended)"; return; }
       fault kill_coord node01 "SIGKILL ${cur_name[1]} pid ${cur_pid[1]}, again after $d s"
       kill -9 "${cur_pid[1]}"; note_kill 1
