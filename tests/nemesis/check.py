@@ -13,6 +13,7 @@ Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
   daemons  daemon NAME ROLE HOST PID TIME             (ROLE coord or agent)
            exit NAME PID RC TIME
            hung NAME PID TIME                         (killed at the deadline)
+           killed NAME PID TIME                       (SIGKILLed by the nemesis)
   job      job START END LIMIT NUM_PROCESSES
   after    proc HOST PID CMDLINE...   (alive on a test host after the job)
            worker PID CMDLINE...      (a worker pid of the job still alive)
@@ -32,6 +33,7 @@ Invariants:
   I4  on each host, the generations its workers started in only increase
   I5  the job's exit code (the last coordinator's) is 0 exactly when every
       rank of the final generation exited 0; then every last agent exits 0
+      (a daemon the nemesis killed, and did not replace, is not judged)
   I6  the job and every daemon ended within the job's time limit; none hung
 """
 import os
@@ -77,7 +79,7 @@ def check_job(d):
     if job is None:
         print("%s: no job line" % d)
         return None
-    daemons, exits, hung = [], {}, []
+    daemons, exits, hung, killed = [], {}, [], set()
     for f in read_lines(os.path.join(d, "daemons")):
         if f[0] == "daemon":
             daemons.append(dict(name=f[1], role=f[2], host=f[3], pid=int(f[4]), t=float(f[5])))
@@ -85,6 +87,8 @@ def check_job(d):
             exits[f[1]] = dict(pid=int(f[2]), rc=int(f[3]), t=float(f[4]))
         elif f[0] == "hung":
             hung.append(f)
+        elif f[0] == "killed":
+            killed.add(f[1])
     after = read_lines(os.path.join(d, "after"))
 
     gens = defaultdict(list)
@@ -170,6 +174,8 @@ def check_job(d):
         ex = exits.get(dm["name"])
         if ex is None:
             continue  # I6 reports it
+        if dm["name"] in killed and ex["rc"] == 137:
+            continue  # the nemesis killed it and did not replace it
         if final_ok and ex["rc"] != 0:
             bad("I5", "every rank of the final generation %d exited 0, but the job (%s, pid %d) "
                 "exited %d" % (final, dm["name"], dm["pid"], ex["rc"]))
@@ -188,6 +194,8 @@ def check_job(d):
     if final_ok:
         for k, dm in sorted(last.items()):
             ex = exits.get(dm["name"])
+            if dm["name"] in killed and ex is not None and ex["rc"] == 137:
+                continue  # killed after the job ended, not replaced
             if k[0] == "agent" and ex is not None and ex["rc"] != 0:
                 bad("I5", "the job succeeded, but the last agent on %s (%s, pid %d) exited %d" %
                     (dm["host"], dm["name"], dm["pid"], ex["rc"]))

@@ -114,6 +114,15 @@ good "$work/agent_rc"
 sed -i 's/^exit agent2.1 11 0 /exit agent2.1 11 1 /' "$work/agent_rc/daemons"
 expect agent_rc I5
 
+# I5: the last agent on node03 exited 137: judged unless the nemesis killed it.
+good "$work/agent_killed_last"
+sed -i '/agent3.2/d' "$work/agent_killed_last/daemons"
+echo "killed agent3.1 12 1002.9" >>"$work/agent_killed_last/daemons"
+expect agent_killed_last pass
+good "$work/agent_died_last"
+sed -i '/agent3.2/d' "$work/agent_died_last/daemons"
+expect agent_died_last I5
+
 # I6: the job over its limit; a daemon that hung.
 good "$work/too_long"
 echo "job 999.0 1100.0 60 6" >"$work/too_long/job"
