@@ -30,11 +30,11 @@ good() {
     echo "end 1 $r $(( 200 + r )) node0$(( r / 2 + 1 )) 1009.$(( 10 + r )) 0" >>"$d/records"
   done
   cat >"$d/daemons" <<'EOF'
-daemon coord1 coord 1 10 999.0
-daemon agent2.1 agent 2 11 999.0
-daemon agent3.1 agent 3 12 999.0
+daemon coord1 coord node01 10 999.0
+daemon agent2.1 agent node02 11 999.0
+daemon agent3.1 agent node03 12 999.0
 exit agent3.1 12 137 1003.0
-daemon agent3.2 agent 3 13 1004.0
+daemon agent3.2 agent node03 13 1004.0
 exit agent2.1 11 0 1010.0
 exit agent3.2 13 0 1010.0
 exit coord1 10 0 1010.1
