@@ -21,7 +21,8 @@
 # Workers (tests/nemesis/worker.sh) write start/end records; a watcher
 # notes when each worker pid was last seen alive; after each job nemesis.sh
 # records what is left on the hosts, and check.py checks invariants I1-I6
-# (see there). The fault sequence depends only on the seed: a failing run is
+# (see there). Freezes and partitions heal in the background, so faults
+# overlap. The fault sequence depends only on the seed: a failing run is
 # repeated with the same --seed and --seconds.
 #
 # Usage: nemesis.sh BUILD_DIR [--seed N] [--seconds S] [--window S]
@@ -54,6 +55,7 @@ watcher=""
 verdict=FAIL
 cleanup() {
   [ -n "$watcher" ] && kill "$watcher" 2>/dev/null
+  for pid in "${heals[@]}"; do kill "$pid" 2>/dev/null; done
   for pid in "${daemon_pids[@]}"; do kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null; done
   testhosts_destroy
   if [ "$verdict" = PASS ]; then rm -rf "$work"; else echo "records kept in $work"; fi
@@ -155,8 +157,18 @@ fault() {  # KIND TARGET DETAIL...
   echo "[+$(now) s] job $jobno fault $nfaults: $*" | tee -a "$job/faults"
 }
 
-# One fault, drawn from $RANDOM; returns once it is over (the frozen process
-# thawed, the link back up, the killed daemon replaced).
+# Heals (SIGCONT, link up) run in the background, so that faults overlap: a
+# kill or a partition may come while another process is frozen.
+declare -a heals=()
+background() { "$@" & heals+=($!); }
+wait_heals() {
+  local p
+  for p in "${heals[@]}"; do wait "$p"; done
+  heals=()
+}
+
+# One fault, drawn from $RANDOM. Freezes and partitions heal in the
+# background; a killed daemon is replaced before it returns.
 inject() {
   local kind i pid d
   rand 10; kind=$R
@@ -166,13 +178,13 @@ inject() {
       if [ $kind = 0 ]; then rand 4; d=0.$(( R + 2 )); k=stop_agent_short; else rand 4; d=$(( R + 2 )); k=stop_agent_long; fi
       ended "${cur_name[$i]}" && { fault "$k" "${TESTHOST_NAME[$i]}" "(skipped: ${cur_name[$i]} already ended)"; return; }
       fault "$k" "${TESTHOST_NAME[$i]}" "SIGSTOP ${cur_name[$i]} pid $pid for $d s"
-      kill -STOP "$pid"; sleep "$d"; kill -CONT "$pid" ;;
+      kill -STOP "$pid"; background sh -c 'sleep "$1"; kill -CONT "$2"' - "$d" "$pid" ;;
     2|3)  # freeze the coordinator
       pid=${cur_pid[1]}
       if [ $kind = 2 ]; then rand 4; d=0.$(( R + 2 )); k=stop_coord_short; else rand 3; d=$(( R + 2 )); k=stop_coord_long; fi
       ended "${cur_name[1]}" && { fault "$k" node01 "(skipped: ${cur_name[1]} already ended)"; return; }
       fault "$k" node01 "SIGSTOP ${cur_name[1]} pid $pid for $d s"
-      kill -STOP "$pid"; sleep "$d"; kill -CONT "$pid" ;;
+      kill -STOP "$pid"; background sh -c 'sleep "$1"; kill -CONT "$2"' - "$d" "$pid" ;;
     4|9)  # kill an agent (9: frozen first), start a new one on the same host
       rand 2; i=$(( R + 2 )); rand 40; d=$(( R / 10 )).$(( R % 10 + 1 ))
       k=kill_agent; [ $kind = 9 ] && k=freeze_kill_agent
@@ -209,8 +221,7 @@ inject() {
       [ "$d" = 0.0 ] && d=0.5
       fault partition "${TESTHOST_NAME[$i]}" "link ${TESTHOST_IF[$i]} down for $d s"
       ip -n "${TESTHOST_PREFIX}$i" link set "${TESTHOST_IF[$i]}" down
-      sleep "$d"
-      ip -n "${TESTHOST_PREFIX}$i" link set "${TESTHOST_IF[$i]}" up ;;
+      background sh -c 'sleep "$1"; ip -n "$2" link set "$3" up' - "$d" "${TESTHOST_PREFIX}$i" "${TESTHOST_IF[$i]}" ;;
     7)  # a worker crashes
       rand 6
       fault worker_crash "rank $R" "the next worker of rank $R exits 1"
@@ -276,7 +287,8 @@ run_job() {
     ended "${cur_name[1]}" && break
     inject
   done
-  echo "    faults over at +$(now) s; waiting for the job to end"
+  wait_heals
+  echo "    faults over (and healed) at +$(now) s; waiting for the job to end"
   local deadline=$(( startS + job_limit ))
   until all_daemons_ended; do
     if [ "${EPOCHREALTIME%.*}" -ge $deadline ]; then
