@@ -25,20 +25,22 @@
 # overlap. The fault sequence depends only on the seed: a failing run is
 # repeated with the same --seed and --seconds.
 #
-# Usage: nemesis.sh BUILD_DIR [--seed N] [--seconds S] [--window S]
+# Usage: nemesis.sh BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S]
 #   --seconds  run jobs for about this long (default 180)
 #   --window   inject faults during the first S seconds of each job (15)
+#   --gap      at most S seconds (a whole number) between two faults (3)
 # Exit: 0 all invariants held, 1 a violation, 77 skipped (no root/netns).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S]}" && pwd)
+build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S]}" && pwd)
 shift
-seed=1 seconds=180 window=15
+seed=1 seconds=180 window=15 gap=3
 while [ $# -gt 0 ]; do
   case $1 in
     --seed) seed=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --window) window=$2; shift 2 ;;
+    --gap) gap=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -283,7 +285,7 @@ run_job() {
   gen0_up() { [ "$(grep -c '^start 0 ' "$job/records")" -ge 6 ]; }
   wait_for 30 gen0_up || echo "    generation 0 did not start within 30 s"
   while [ "${EPOCHREALTIME%.*}" -lt $(( startS + window )) ] && ! ended "${cur_name[1]}"; do
-    rand 25; sleep "$(( R / 10 )).$(( R % 10 + 5 ))"
+    rand $(( gap * 10 )); sleep "$(( R / 10 )).$(( R % 10 ))5"
     ended "${cur_name[1]}" && break
     inject
   done
@@ -313,7 +315,7 @@ run_job() {
   return "${PIPESTATUS[0]}"
 }
 
-echo "nemesis: seed $seed, ${seconds} s, fault window $window s per job, job limit $job_limit s, work dir $work"
+echo "nemesis: seed $seed, ${seconds} s, fault window $window s per job, gap up to $gap s, job limit $job_limit s, work dir $work"
 jobno=0 failed=0 first=""
 while :; do
   jobno=$(( jobno + 1 ))
@@ -321,7 +323,7 @@ while :; do
   [ $(( ${EPOCHREALTIME%.*} + window + 10 )) -lt $(( ${t0%.*} + seconds )) ] || break
 done
 
-echo "== summary (seed $seed, --seconds $seconds, --window $window)"
+echo "== summary (seed $seed, --seconds $seconds, --window $window, --gap $gap)"
 echo "jobs run: $jobno in $(now) s"
 echo -n "faults injected: $nfaults:"
 for k in $(printf '%s\n' "${!fault_count[@]}" | sort); do echo -n " $k=${fault_count[$k]}"; done
@@ -334,6 +336,6 @@ if [ $failed = 0 ]; then
   echo "PASS"
 else
   echo "FAIL (job $jobno): $first"
-  echo "reproduce: $0 $build --seed $seed --seconds $seconds --window $window"
+  echo "reproduce: $0 $build --seed $seed --seconds $seconds --window $window --gap $gap"
 fi
 exit $failed
