@@ -22,7 +22,8 @@
 # notes when each worker pid was last seen alive; after each job nemesis.sh
 # records what is left on the hosts, and check.py checks invariants I1-I6
 # (see there). Freezes and partitions heal in the background, so faults
-# overlap. The fault sequence depends only on the seed: a failing run is
+# overlap. Every other job (drawn) gets one more fault in its last second,
+# when a worker of its final generation has exited 0. The fault sequence depends only on the seed: a failing run is
 # repeated with the same --seed and --seconds.
 #
 # Usage: nemesis.sh BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S]
@@ -171,9 +172,9 @@ wait_heals() {
 
 # One fault, drawn from $RANDOM. Freezes and partitions heal in the
 # background; a killed daemon is replaced before it returns.
-inject() {
+inject() {  # [KIND]: else drawn
   local kind i pid d
-  rand 10; kind=$R
+  if [ $# -gt 0 ]; then kind=$1; else rand 10; kind=$R; fi
   case $kind in
     0|1)  # freeze an agent
       rand 2; i=$(( R + 2 )); pid=${cur_pid[$i]}
@@ -290,6 +291,20 @@ run_job() {
     inject
   done
   wait_heals
+  # Every other job (drawn), one more fault in the last second: as soon as a
+  # worker of the final generation exits 0, the others about to.
+  rand 2
+  if [ $R = 1 ] && ! ended "${cur_name[1]}"; then
+    local zeros; zeros=$(grep -c '^end .* 0$' "$job/records")
+    more_zeros() { [ "$(grep -c '^end .* 0$' "$job/records")" -gt "$zeros" ] || ended "${cur_name[1]}"; }
+    local -a late=(1 3 4 5 6 9)
+    rand 6
+    if wait_for $(( worker_seconds + 20 )) more_zeros && ! ended "${cur_name[1]}"; then
+      echo "    a worker exited 0: a fault in the job's last second"
+      inject "${late[$R]}"
+      wait_heals
+    fi
+  fi
   echo "    faults over (and healed) at +$(now) s; waiting for the job to end"
   local deadline=$(( startS + job_limit ))
   until all_daemons_ended; do
