@@ -26,22 +26,24 @@
 # when a worker of its final generation has exited 0. The fault sequence depends only on the seed: a failing run is
 # repeated with the same --seed and --seconds.
 #
-# Usage: nemesis.sh BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S]
+# Usage: nemesis.sh BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S]
 #   --seconds  run jobs for about this long (default 180)
 #   --window   inject faults during the first S seconds of each job (15)
 #   --gap      at most S seconds (a whole number) between two faults (3)
+#   --work     each generation's workers run S seconds, then exit 0 (8)
 # Exit: 0 all invariants held, 1 a violation, 77 skipped (no root/netns).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S]}" && pwd)
+build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S]}" && pwd)
 shift
-seed=1 seconds=180 window=15 gap=3
+seed=1 seconds=180 window=15 gap=3 worker_seconds=8
 while [ $# -gt 0 ]; do
   case $1 in
     --seed) seed=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --window) window=$2; shift 2 ;;
     --gap) gap=$2; shift 2 ;;
+    --work) worker_seconds=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +53,6 @@ testhosts_skip_unless_possible
 
 work=$(mktemp -d /tmp/trl-nemesis.XXXXXX)
 port=29400
-worker_seconds=8
 job_limit=$(( window + 60 ))  # I6: a job ends within its fault window + 60 s
 declare -a daemon_pids=()
 watcher=""
@@ -330,7 +331,7 @@ run_job() {
   return "${PIPESTATUS[0]}"
 }
 
-echo "nemesis: seed $seed, ${seconds} s, fault window $window s per job, gap up to $gap s, job limit $job_limit s, work dir $work"
+echo "nemesis: seed $seed, ${seconds} s, fault window $window s per job, gap up to $gap s, workers run $worker_seconds s, job limit $job_limit s, work dir $work"
 jobno=0 failed=0 first=""
 while :; do
   jobno=$(( jobno + 1 ))
@@ -338,7 +339,7 @@ while :; do
   [ $(( ${EPOCHREALTIME%.*} + window + 10 )) -lt $(( ${t0%.*} + seconds )) ] || break
 done
 
-echo "== summary (seed $seed, --seconds $seconds, --window $window, --gap $gap)"
+echo "== summary (seed $seed, --seconds $seconds, --window $window, --gap $gap, --work $worker_seconds)"
 echo "jobs run: $jobno in $(now) s"
 echo -n "faults injected: $nfaults:"
 for k in $(printf '%s\n' "${!fault_count[@]}" | sort); do echo -n " $k=${fault_count[$k]}"; done
@@ -351,6 +352,6 @@ if [ $failed = 0 ]; then
   echo "PASS"
 else
   echo "FAIL (job $jobno): $first"
-  echo "reproduce: $0 $build --seed $seed --seconds $seconds --window $window --gap $gap"
+  echo "reproduce: $0 $build --seed $seed --seconds $seconds --window $window --gap $gap --work $worker_seconds"
 fi
 exit $failed
