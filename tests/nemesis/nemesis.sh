@@ -182,13 +182,13 @@ inject() {  # [KIND]: else drawn
       if [ $kind = 0 ]; then rand 4; d=0.$(( R + 2 )); k=stop_agent_short; else rand 4; d=$(( R + 2 )); k=stop_agent_long; fi
       ended "${cur_name[$i]}" && { fault "$k" "${TESTHOST_NAME[$i]}" "(skipped: ${cur_name[$i]} already ended)"; return; }
       fault "$k" "${TESTHOST_NAME[$i]}" "SIGSTOP ${cur_name[$i]} pid $pid for $d s"
-      kill -STOP "$pid"; background sh -c 'sleep "$1"; kill -CONT "$2"' - "$d" "$pid" ;;
+      kill -STOP "$pid" 2>/dev/null; background sh -c 'sleep "$1"; kill -CONT "$2" 2>/dev/null' - "$d" "$pid" ;;
     2|3)  # freeze the coordinator
       pid=${cur_pid[1]}
       if [ $kind = 2 ]; then rand 4; d=0.$(( R + 2 )); k=stop_coord_short; else rand 3; d=$(( R + 2 )); k=stop_coord_long; fi
       ended "${cur_name[1]}" && { fault "$k" node01 "(skipped: ${cur_name[1]} already ended)"; return; }
       fault "$k" node01 "SIGSTOP ${cur_name[1]} pid $pid for $d s"
-      kill -STOP "$pid"; background sh -c 'sleep "$1"; kill -CONT "$2"' - "$d" "$pid" ;;
+      kill -STOP "$pid" 2>/dev/null; background sh -c 'sleep "$1"; kill -CONT "$2" 2>/dev/null' - "$d" "$pid" ;;
     4|9)  # kill an agent (9: frozen first), start a new one on the same host
       rand 2; i=$(( R + 2 )); rand 40; d=$(( R / 10 )).$(( R % 10 + 1 ))
       k=kill_agent; [ $kind = 9 ] && k=freeze_kill_agent
@@ -196,11 +196,11 @@ inject() {  # [KIND]: else drawn
       if [ $kind = 9 ]; then
         rand 30; local f=$(( R / 10 )).$(( R % 10 + 1 ))
         fault $k "${TESTHOST_NAME[$i]}" "SIGSTOP ${cur_name[$i]} pid ${cur_pid[$i]}, SIGKILL after $f s, a new agent $d s later"
-        kill -STOP "${cur_pid[$i]}"; sleep "$f"
+        kill -STOP "${cur_pid[$i]}" 2>/dev/null; sleep "$f"
       else
         fault $k "${TESTHOST_NAME[$i]}" "SIGKILL ${cur_name[$i]} pid ${cur_pid[$i]}, a new agent after $d s"
       fi
-      kill -9 "${cur_pid[$i]}"; note_kill "$i"
+      kill -9 "${cur_pid[$i]}" 2>/dev/null; note_kill "$i"
       wait_for 5 ended "${cur_name[$i]}"
       sleep "$d"
       if ended "${cur_name[1]}"; then
@@ -212,7 +212,7 @@ inject() {  # [KIND]: else drawn
       rand 40; d=$(( R / 10 )).$(( R % 10 + 1))
       ended "${cur_name[1]}" && { fault kill_coord node01 "(skipped: ${cur_name[1]} already ended)"; return; }
       fault kill_coord node01 "SIGKILL ${cur_name[1]} pid ${cur_pid[1]}, again after $d s"
-      kill -9 "${cur_pid[1]}"; note_kill 1
+      kill -9 "${cur_pid[1]}" 2>/dev/null; note_kill 1
       wait_for 5 ended "${cur_name[1]}"
       sleep "$d"
       if [ "$(exit_code "${cur_name[1]}")" != 137 ]; then
