@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""The nemesis suite's checker: reads what one job left in its directory and
+fails on any broken invariant, printing which and its evidence.
+
+Usage: check.py JOB_DIR...   (exit 0: every invariant held; 1: a violation;
+2: a job directory could not be read)
+
+Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
+  records  start GEN RANK PID HOST TIME WORLD_SIZE JOB_ID
+           older GEN RANK PID HOST TIME OLD_GEN OLD_RANK OLD_PID
+           end   GEN RANK PID HOST TIME CODE          (CODE 0, 1 or term)
+  gone     gone PID LAST_SEEN_ALIVE FIRST_SEEN_GONE   (the watcher)
+  daemons  daemon NAME ROLE HOST PID TIME             (ROLE coord or agent)
+           exit NAME PID RC TIME
+           hung NAME PID TIME                         (killed at the deadline)
+           killed NAME PID TIME                       (SIGKILLed by the nemesis)
+  job      job START END LIMIT NUM_PROCESSES
+  after    proc HOST PID CMDLINE...   (alive on a test host after the job)
+           worker PID CMDLINE...      (a worker pid of the job still alive)
+           port HOST PROTO PORT       (the coordinator's port still bound)
+
+Invariants:
+  I1  never two generations' workers alive at once: no worker of generation
+      g is alive (its end record or the last time the watcher saw its pid
+      alive, whichever is later) after
+      the first worker of a later generation started; no worker saw an older
+      generation's worker alive when it started
+  I2  every generation: each rank at most once, 0 <= rank < WORLD_SIZE, all
+      agreeing on WORLD_SIZE == NUM_PROCESSES; the final generation has every
+      rank
+  I3  after the job nothing of it is left: no process on any test host, no
+      worker pid alive, the coordinator's port free
+  I4  on each host, the generations its workers started in only increase
+  I5  the job's exit code (the last coordinator's) is 0 exactly when every
+      rank of the final generation exited 0; then every last agent exits 0
+      (a daemon the nemesis killed, and did not replace, is not judged)
+  I6  the job and every daemon ended within the job's time limit; none hung
+"""
+import os
+import sys
+from collections import defaultdict
+
+
+def read_lines(path):
+    try:
+        with open(path, errors="replace") as f:
+            return [l.split() for l in f if l.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def check_job(d):
+    violations = []
+
+    def bad(inv, msg):
+        violations.append((inv, msg))
+
+    starts, ends, olders = [], {}, []
+    for f in read_lines(os.path.join(d, "records")):
+        try:
+            if f[0] == "start":
+                starts.append(dict(gen=int(f[1]), rank=int(f[2]), pid=int(f[3]), host=f[4],
+                                   t=float(f[5]), ws=f[6], job=f[7] if len(f) > 7 else "?"))
+            elif f[0] == "end":
+                ends[int(f[3])] = dict(gen=int(f[1]), rank=int(f[2]), host=f[4], t=float(f[5]),
+                                       code=f[6])
+            elif f[0] == "older":
+                olders.append(f)
+        except (IndexError, ValueError):
+            bad("records", "unreadable record: %s" % " ".join(f))
+    gone = {}
+    for f in read_lines(os.path.join(d, "gone")):
+        if f[0] == "gone" and len(f) >= 4:
+            gone[int(f[1])] = (float(f[2]), float(f[3]))
+    job = None
+    for f in read_lines(os.path.join(d, "job")):
+        if f[0] == "job" and len(f) >= 5:
+            job = dict(start=float(f[1]), end=float(f[2]), limit=float(f[3]), n=int(f[4]))
+    if job is None:
+        print("%s: no job line" % d)
+        return None
+    daemons, exits, hung, killed = [], {}, [], set()
+    for f in read_lines(os.path.join(d, "daemons")):
+        if f[0] == "daemon":
+            daemons.append(dict(name=f[1], role=f[2], host=f[3], pid=int(f[4]), t=float(f[5])))
+        elif f[0] == "exit":
+            exits[f[1]] = dict(pid=int(f[2]), rc=int(f[3]), t=float(f[4]))
+        elif f[0] == "hung":
+            hung.append(f)
+        elif f[0] == "killed":
+            killed.add(f[1])
+    after = read_lines(os.path.join(d, "after"))
+
+    gens = defaultdict(list)
+    for s in starts:
+        gens[s["gen"]].append(s)
+
+    # I1: one generation at a time.
+    def alive_until(s):  # the latest time the worker surely was alive
+        times = [(s["t"], "its start record")]
+        e = ends.get(s["pid"])
+        if e is not None:
+            times.append((e["t"], "its end record"))
+        if s["pid"] in gone:
+            times.append((gone[s["pid"]][0], "last seen alive by the watcher"))
+        return max(times)
+
+    first_start = {g: min(s["t"] for s in ss) for g, ss in gens.items()}
+    for g in sorted(gens):
+        for s in gens[g]:
+            until, why = alive_until(s)
+            for h in sorted(first_start):
+                if h > g and until > first_start[h]:
+                    bad("I1", "generation %d rank %d (pid %d on %s) alive at %.3f (%s), "
+                        "after generation %d started at %.3f" %
+                        (g, s["rank"], s["pid"], s["host"], until, why, h, first_start[h]))
+                    break
+    for f in olders:
+        bad("I1", "generation %s rank %s (pid %s on %s) started at %s while generation %s "
+            "rank %s (pid %s) was still alive" % (f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]))
+
+    # I2: ranks once each, agreeing on WORLD_SIZE.
+    n = job["n"]
+    for g in sorted(gens):
+        seen = {}
+        for s in sorted(gens[g], key=lambda s: s["t"]):
+            if s["ws"] != str(n):
+                bad("I2", "generation %d rank %d (pid %d on %s) has WORLD_SIZE %s, not %d" %
+                    (g, s["rank"], s["pid"], s["host"], s["ws"], n))
+            if not 0 <= s["rank"] < n:
+                bad("I2", "generation %d has rank %d outside 0..%d (pid %d on %s)" %
+                    (g, s["rank"], n - 1, s["pid"], s["host"]))
+            if s["rank"] in seen:
+                o = seen[s["rank"]]
+                bad("I2", "generation %d ran rank %d twice: pid %d on %s at %.3f and pid %d on "
+                    "%s at %.3f" % (g, s["rank"], o["pid"], o["host"], o["t"], s["pid"],
+                                    s["host"], s["t"]))
+            seen[s["rank"]] = s
+    final = max(gens) if gens else None
+    final_ranks = {s["rank"] for s in gens[final]} if gens else set()
+    final_complete = final is not None and final_ranks == set(range(n))
+
+    # I3: nothing left.
+    for f in after:
+        if f[0] == "proc":
+            bad("I3", "left on %s after the job: pid %s %s" % (f[1], f[2], " ".join(f[3:])))
+        elif f[0] == "worker":
+            bad("I3", "worker pid %s still alive after the job: %s" % (f[1], " ".join(f[2:])))
+        elif f[0] == "port":
+            bad("I3", "the coordinator's port %s/%s still bound on %s after the job" %
+                (f[3], f[2], f[1]))
+
+    # I4: per host, generations only increase.
+    by_host = defaultdict(list)
+    for s in starts:
+        by_host[s["host"]].append(s)
+    for host, ss in sorted(by_host.items()):
+        ss.sort(key=lambda s: s["t"])
+        for a, b in zip(ss, ss[1:]):
+            if b["gen"] < a["gen"]:
+                bad("I4", "on %s generation %d (rank %d, pid %d) started at %.3f after generation "
+                    "%d (rank %d, pid %d) at %.3f" % (host, b["gen"], b["rank"], b["pid"], b["t"],
+                                                      a["gen"], a["rank"], a["pid"], a["t"]))
+                break
+
+    # I5: the exit code matches what the workers did.
+    final_ok = final_complete and all(
+        ends.get(s["pid"], {}).get("code") == "0" for s in gens[final])
+    last = {}
+    for dm in sorted(daemons, key=lambda dm: dm["t"]):
+        last[(dm["role"], dm["host"])] = dm
+    coords = [dm for k, dm in last.items() if k[0] == "coord"]
+    for dm in coords:
+        ex = exits.get(dm["name"])
+        if ex is None:
+            continue  # I6 reports it
+        if dm["name"] in killed and ex["rc"] == 137:
+            continue  # the nemesis killed it and did not replace it
+        if final_ok and ex["rc"] != 0:
+            bad("I5", "every rank of the final generation %d exited 0, but the job (%s, pid %d) "
+                "exited %d" % (final, dm["name"], dm["pid"], ex["rc"]))
+        if not final_ok and ex["rc"] == 0:
+            why = ("no generation started" if final is None else
+                   "ranks %s of the final generation %d never started" %
+                   (sorted(set(range(n)) - final_ranks), final) if not final_complete else
+                   "final generation %d: %s" % (final, ", ".join(
+                       "rank %d ended %s" % (s["rank"], ends.get(s["pid"], {}).get("code", "without a record"))
+                       for s in sorted(gens[final], key=lambda s: s["rank"])
+                       if ends.get(s["pid"], {}).get("code") != "0")))
+            bad("I5", "the job (%s, pid %d) exited 0, but not every rank of its final generation "
+                "exited 0: %s" % (dm["name"], dm["pid"], why))
+    if not coords:
+        bad("I5", "no coordinator was started")
+    if final_ok:
+        for k, dm in sorted(last.items()):
+            ex = exits.get(dm["name"])
+            if dm["name"] in killed and ex is not None and ex["rc"] == 137:
+                continue  # killed after the job ended, not replaced
+            if k[0] == "agent" and ex is not None and ex["rc"] != 0:
+                bad("I5", "the job succeeded, but the last agent on %s (%s, pid %d) exited %d" %
+                    (dm["host"], dm["name"], dm["pid"], ex["rc"]))
+
+    # I6: bounded.
+    deadline = job["start"] + job["limit"]
+    if job["end"] > deadline:
+        bad("I6", "the job took %.1f s, over its limit of %.0f s" %
+            (job["end"] - job["start"], job["limit"]))
+    for f in hung:
+        bad("I6", "daemon %s (pid %s) had not ended at the deadline; killed at %s" %
+            (f[1], f[2], f[3]))
+    for dm in daemons:
+        ex = exits.get(dm["name"])
+        if ex is None:
+            if not any(f[1] == dm["name"] for f in hung):
+                bad("I6", "daemon %s (pid %d) has no exit record" % (dm["name"], dm["pid"]))
+        elif ex["t"] > deadline:
+            bad("I6", "daemon %s (pid %d) ended %.1f s after the job's deadline" %
+                (dm["name"], dm["pid"], ex["t"] - deadline))
+
+    summary = dict(gens=len(gens), final=final, final_ok=final_ok, starts=len(starts),
+                   rc=[exits.get(dm["name"], {}).get("rc") for dm in coords])
+    return violations, summary
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    failed = unreadable = 0
+    for d in argv[1:]:
+        r = check_job(d)
+        if r is None:
+            unreadable += 1
+            continue
+        violations, s = r
+        verdict = "FAIL" if violations else "PASS"
+        print("%s: %s: %d worker starts in %d generation(s), final generation %s %s, job exit "
+              "%s; I1-I6 checked" % (verdict, d, s["starts"], s["gens"], s["final"],
+                                     "all ranks exited 0" if s["final_ok"] else "did not all exit 0",
+                                     s["rc"]))
+        for inv, msg in violations:
+            print("  VIOLATION %s: %s" % (inv, msg))
+        failed += bool(violations)
+    return 2 if unreadable else (1 if failed else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The checker has teeth: hand-made job directories, one good and one per
+# broken invariant; check.py must pass the good one and catch each bad one,
+# naming the invariant.
+#
+# Usage: check_selftest.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# A good job: generation 0 (6 ranks on three hosts) stopped by a fault,
+# generation 1 ran to the end; one worker of generation 0 was killed (no end
+# record, the watcher saw it go); all daemons exited, the job with 0.
+good() {
+  local d=$1; mkdir -p "$d"
+  : >"$d/records"
+  for r in 0 1 2 3 4 5; do
+    local h=node0$(( r / 2 + 1 ))
+    echo "start 0 $r $(( 100 + r )) $h 1000.$(( 10 + r )) 6 job1" >>"$d/records"
+  done
+  for r in 0 1 2 3 5; do
+    echo "end 0 $r $(( 100 + r )) node0$(( r / 2 + 1 )) 1003.$(( 10 + r )) term" >>"$d/records"
+  done
+  echo "gone 104 1003.50 1003.60" >"$d/gone"
+  for r in 0 1 2 3 4 5; do
+    echo "start 1 $r $(( 200 + r )) node0$(( r / 2 + 1 )) 1005.$(( 10 + r )) 6 job1" >>"$d/records"
+  done
+  for r in 0 1 2 3 4 5; do
+    echo "end 1 $r $(( 200 + r )) node0$(( r / 2 + 1 )) 1009.$(( 10 + r )) 0" >>"$d/records"
+  done
+  cat >"$d/daemons" <<'EOF'
+daemon coord1 coord node01 10 999.0
+daemon agent2.1 agent node02 11 999.0
+daemon agent3.1 agent node03 12 999.0
+exit agent3.1 12 137 1003.0
+daemon agent3.2 agent node03 13 1004.0
+exit agent2.1 11 0 1010.0
+exit agent3.2 13 0 1010.0
+exit coord1 10 0 1010.1
+EOF
+  echo "job 999.0 1010.2 60 6" >"$d/job"
+  : >"$d/after"
+}
+
+fail=0
+expect() {  # expect NAME pass|INVARIANT: runs the checker on $work/NAME
+  local name=$1 want=$2 out rc
+  out=$(python3 "$here/check.py" "$work/$name" 2>&1); rc=$?
+  if [ "$want" = pass ]; then
+    if [ $rc = 0 ]; then echo "ok: $name passes"; else echo "FAIL: $name should pass:"; echo "$out"; fail=1; fi
+  elif [ $rc = 1 ] && echo "$out" | grep -q "VIOLATION $want:"; then
+    echo "ok: $name caught: $(echo "$out" | grep -m1 "VIOLATION $want:" | sed 's/^ *//')"
+  else
+    echo "FAIL: $name not caught as $want (rc $rc):"; echo "$out"; fail=1
+  fi
+}
+
+good "$work/good"; expect good pass
+
+# I1: a generation-0 worker ends after generation 1 started.
+good "$work/overlap"
+sed -i 's/^end 0 2 102 node02 1003.12 term/end 0 2 102 node02 1005.50 term/' "$work/overlap/records"
+expect overlap I1
+# I1: a SIGKILLed worker the watcher still saw alive after generation 1 started.
+good "$work/overlap_killed"
+echo "gone 104 1005.30 1005.40" >"$work/overlap_killed/gone"
+expect overlap_killed I1
+# I1: a worker wrote its end record in time but the watcher still saw its pid
+# alive after generation 1 started.
+good "$work/overlap_after_end"
+echo "gone 103 1005.20 1005.30" >"$work/overlap_after_end/gone"
+expect overlap_after_end I1
+# I1: a new worker saw an older one alive at its start.
+good "$work/older_alive"
+echo "older 1 3 203 node02 1005.13 0 4 104" >>"$work/older_alive/records"
+expect older_alive I1
+
+# I2: rank 4 twice in generation 1 (rank 5 missing).
+good "$work/dup_rank"
+sed -i 's/^start 1 5 205 node03/start 1 4 205 node03/; s/^end 1 5 /end 1 4 /' "$work/dup_rank/records"
+expect dup_rank I2
+# I2: disagreeing WORLD_SIZE.
+good "$work/world_size"
+sed -i 's/^start 1 3 203 node02 1005.13 6/start 1 3 203 node02 1005.13 4/' "$work/world_size/records"
+expect world_size I2
+
+# I3: a leftover worker pid, a leftover process, the port still bound.
+good "$work/leftover_pid"
+echo "worker 205 /bin/bash tests/nemesis/worker.sh" >"$work/leftover_pid/after"
+expect leftover_pid I3
+good "$work/leftover_proc"
+echo "proc node02 4242 trl-agent --machine_rank 1" >"$work/leftover_proc/after"
+expect leftover_proc I3
+good "$work/port_bound"
+echo "port node01 tcp 29400" >"$work/port_bound/after"
+expect port_bound I3
+
+# I4: generation 1 then generation 0 on node03.
+good "$work/decreasing_gen"
+echo "start 0 4 300 node03 1009.50 6 job1" >>"$work/decreasing_gen/records"
+echo "end 0 4 300 node03 1009.60 term" >>"$work/decreasing_gen/records"
+expect decreasing_gen I4
+
+# I5: the job failed although all ranks exited 0; the job succeeded although
+# rank 3 crashed; the job succeeded but an agent exited 1.
+good "$work/wrong_rc_fail"
+sed -i 's/^exit coord1 10 0 /exit coord1 10 1 /' "$work/wrong_rc_fail/daemons"
+expect wrong_rc_fail I5
+good "$work/wrong_rc_success"
+sed -i 's/^end 1 3 203 node02 1009.13 0/end 1 3 203 node02 1009.13 1/' "$work/wrong_rc_success/records"
+expect wrong_rc_success I5
+good "$work/agent_rc"
+sed -i 's/^exit agent2.1 11 0 /exit agent2.1 11 1 /' "$work/agent_rc/daemons"
+expect agent_rc I5
+
+# I5: the last agent on node03 exited 137: judged unless the nemesis killed it.
+good "$work/agent_killed_last"
+sed -i '/agent3.2/d' "$work/agent_killed_last/daemons"
+echo "killed agent3.1 12 1002.9" >>"$work/agent_killed_last/daemons"
+expect agent_killed_last pass
+good "$work/agent_died_last"
+sed -i '/agent3.2/d' "$work/agent_died_last/daemons"
+expect agent_died_last I5
+
+# I6: the job over its limit; a daemon that hung.
+good "$work/too_long"
+echo "job 999.0 1100.0 60 6" >"$work/too_long/job"
+expect too_long I6
+good "$work/hung"
+sed -i '/^exit agent3.2 /d' "$work/hung/daemons"
+echo "hung agent3.2 13 1059.0" >>"$work/hung/daemons"
+expect hung I6
+
+[ $fail = 0 ] && echo "PASS: the checker caught every broken invariant"
+exit $fail

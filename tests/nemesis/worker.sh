@@ -1,0 +1,64 @@
+#!/bin/bash
+# A worker of the nemesis suite: run by trl-coord/trl-agent as
+#   worker.sh JOB_DIR SECONDS
+# It appends one-line records to JOB_DIR/records (each a single short write,
+# so lines of different workers never mix):
+#   start GEN RANK PID HOST TIME WORLD_SIZE JOB_ID
+#   older GEN RANK PID HOST TIME OLD_GEN OLD_RANK OLD_PID   (an older
+#         generation's worker was still alive when this one started)
+#   end   GEN RANK PID HOST TIME CODE
+# TIME is the wall clock ($EPOCHREALTIME, the clock of `date +%s.%N`), which
+# the test hosts (network namespaces) share. It runs SECONDS and exits 0,
+# unless the nemesis leaves JOB_DIR/ctl/crash.RANK (exit 1) or
+# JOB_DIR/ctl/flood.RANK (a 5 MiB line without a newline, then 100000 lines);
+# the first worker of that rank to see the file takes it. SIGTERM ends it with
+# 143 after an end record. A SIGKILL leaves no end record: the nemesis'
+# watcher records when its pid was last seen alive.
+set -u
+dir=$1 seconds=$2
+g=${TRL_GENERATION:-${TORCHELASTIC_RESTART_COUNT:-?}}
+host=$(hostname)
+me=$$
+rec() { echo "$*" >>"$dir/records"; }
+
+rec "start $g $RANK $me $host $EPOCHREALTIME ${WORLD_SIZE:-?} ${TRL_JOB_ID:-?}"
+trap 'rec "end $g $RANK $me $host $EPOCHREALTIME term"; exit 143' TERM
+
+# Is a worker of an older generation still alive? Its start record has no end
+# record and its pid still runs this script (not a zombie).
+declare -A started=() ended=()
+mapfile -t lines <"$dir/records"
+for l in "${lines[@]}"; do
+  read -r kind rg rr rp _ <<<"$l"
+  case $kind in
+    start) started[$rp]="$rg $rr" ;;
+    end) ended[$rp]=1 ;;
+  esac
+done
+for p in "${!started[@]}"; do
+  [ -n "${ended[$p]:-}" ] && continue
+  read -r og orank <<<"${started[$p]}"
+  [ "$og" -lt "$g" ] 2>/dev/null || continue
+  stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+  state=${stat##*) }; state=${state%% *}
+  [ "$state" = Z ] && continue
+  grep -qa nemesis/worker.sh "/proc/$p/cmdline" 2>/dev/null || continue
+  rec "older $g $RANK $me $host $EPOCHREALTIME $og $orank $p"
+done
+
+end=$(( ${EPOCHREALTIME%.*} + seconds ))
+while [ "${EPOCHREALTIME%.*}" -lt "$end" ]; do
+  if mv "$dir/ctl/crash.$RANK" "$dir/ctl/taken.crash.$RANK.$me" 2>/dev/null; then
+    echo "rank $RANK of generation $g crashes (exit 1)"
+    rec "end $g $RANK $me $host $EPOCHREALTIME 1"
+    exit 1
+  fi
+  if mv "$dir/ctl/flood.$RANK" "$dir/ctl/taken.flood.$RANK.$me" 2>/dev/null; then
+    head -c 5242880 /dev/zero | tr '\0' x
+    yes "flood from rank $RANK of generation $g" | head -n 100000
+  fi
+  sleep 0.2 &
+  wait $!
+done
+rec "end $g $RANK $me $host $EPOCHREALTIME 0"
+exit 0
