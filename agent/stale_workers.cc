@@ -12,62 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "agent/process_facts.h"
 
 namespace trl {
 namespace {
-
-struct ProcessInfo {
-  pid_t parent = -1;
-  pid_t group = -1;
-};
-
-// Parent and process group from /proc/PID/stat (after the ')' of the name:
-// state, ppid, pgrp).
-bool ReadStat(pid_t pid, ProcessInfo* info) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return false;
-  const size_t paren = text.rfind(')');
-  if (paren == std::string::npos || paren + 2 > text.size()) return false;
-  std::istringstream rest(text.substr(paren + 2));
-  std::string state;
-  rest >> state >> info->parent >> info->group;
-  return static_cast<bool>(rest);
-}
-
-std::string CommandOf(pid_t pid) {
-  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  std::getline(comm, name);
-  return name;
-}
-
-bool HasEntries(pid_t pid, const std::string& first,
-                const std::string& second) {
-  std::ifstream environ("/proc/" + std::to_string(pid) + "/environ",
-                        std::ios::binary);
-  bool has_first = false, has_second = false;
-  std::string entry;
-  while (std::getline(environ, entry, '\0')) {
-    has_first = has_first || entry == first;
-    has_second = has_second || entry == second;
-  }
-  return has_first && has_second;
-}
-
-std::vector<pid_t> AllProcesses() {
-  std::vector<pid_t> pids;
-  std::error_code error;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/proc", error)) {
-    pid_t pid = 0;
-    if (absl::SimpleAtoi(entry.path().filename().string(), &pid)) {
-      pids.push_back(pid);
-    }
-  }
-  return pids;
-}
 
 bool Alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
@@ -87,15 +35,15 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
     std::set<pid_t> agents;
     for (pid_t pid : AllProcesses()) {
       if (pid == self || killed.count(pid)) continue;
-      ProcessInfo info;
-      if (!ReadStat(pid, &info) || info.parent == self) continue;
-      if (!HasEntries(pid, address_entry, rank_entry)) continue;
+      ProcessLinks info;
+      if (!ReadProcessLinks(pid, &info) || info.parent == self) continue;
+      if (!EnvironmentHasBoth(pid, address_entry, rank_entry)) continue;
       found.push_back(pid);
       if (info.group > 1) kill(-info.group, SIGKILL);
       // The agent that started it, unless that is a coordinator (machine
       // 0's agent runs inside trl-coord) or we are its ancestor.
       if (info.parent > 1 && info.parent != self &&
-          CommandOf(info.parent) == "trl-agent") {
+          CommandNameOf(info.parent) == "trl-agent") {
         agents.insert(info.parent);
       }
     }

@@ -34,10 +34,15 @@ class LauncherTest : public ::testing::Test {
   }
 
   std::vector<std::string> ClusterFlags(int machines, int processes) const {
+    return ClusterFlagsOn(machines, processes, port_);
+  }
+  // The same flags for a coordinator reached on `port` (a relay's).
+  static std::vector<std::string> ClusterFlagsOn(int machines, int processes,
+                                                 int port) {
     return {
         "--num_machines",          std::to_string(machines), "--num_processes",
         std::to_string(processes), "--main_process_ip",      "127.0.0.1",
-        "--main_process_port",     std::to_string(port_),    "--use_cpu"};
+        "--main_process_port",     std::to_string(port),     "--use_cpu"};
   }
 
   std::unique_ptr<Subprocess> StartCoordinator(

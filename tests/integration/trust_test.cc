@@ -349,12 +349,7 @@ TEST_F(LauncherTest, ACaptureOfAWholeJobHoldsNoSecret) {
   // every byte of every connection, both ways, for a whole job.
   TcpRelay relay(port_);
   std::vector<std::string> agent_argv = {TRL_AGENT_BIN, "--machine_rank", "1"};
-  for (const std::string& flag :
-       {std::string("--num_machines"), std::string("2"),
-        std::string("--num_processes"), std::string("4"),
-        std::string("--main_process_ip"), std::string("127.0.0.1"),
-        std::string("--main_process_port"), std::to_string(relay.port()),
-        std::string("--use_cpu")}) {
+  for (auto& flag : ClusterFlagsOn(2, 4, relay.port())) {
     agent_argv.push_back(flag);
   }
   const std::string token_env = std::string("TRL_AUTH_TOKEN=") + kClusterToken;

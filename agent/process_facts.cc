@@ -1,0 +1,57 @@
+#include "agent/process_facts.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+
+namespace trl {
+
+bool ReadProcessLinks(pid_t pid, ProcessLinks* links) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  // The fields after the ')' that ends the command name: state, ppid, pgrp.
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 > text.size()) return false;
+  std::istringstream rest(text.substr(paren + 2));
+  std::string state;
+  rest >> state >> links->parent >> links->group;
+  return static_cast<bool>(rest);
+}
+
+bool EnvironmentHasBoth(pid_t pid, const std::string& first,
+                        const std::string& second) {
+  std::ifstream environ("/proc/" + std::to_string(pid) + "/environ",
+                        std::ios::binary);
+  bool has_first = false, has_second = false;
+  std::string entry;
+  while (std::getline(environ, entry, '\0')) {
+    has_first = has_first || entry == first;
+    has_second = has_second || entry == second;
+  }
+  return has_first && has_second;
+}
+
+std::string CommandNameOf(pid_t pid) {
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  return name;
+}
+
+std::vector<pid_t> AllProcesses() {
+  std::vector<pid_t> pids;
+  std::error_code error;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc", error)) {
+    pid_t pid = 0;
+    if (absl::SimpleAtoi(entry.path().filename().string(), &pid)) {
+      pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
+}  // namespace trl
