@@ -6,13 +6,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_channel.h"
 #include "agent/agent_session.h"
-#include "agent/stale_workers.h"
 #include "common/logging.h"
 #include "common/network.h"
 #include "common/private_files.h"
@@ -73,15 +73,34 @@ bool Agent::WaitForCoordinator(
   // The port answers: a fresh channel connects now, with no backoff left
   // from failed attempts.
   channel = AgentChannel(target, credentials, options_.identity.has_value());
-  const auto answered = steady_clock::now();
-  while (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                    std::chrono::milliseconds(200))) {
+  // The port answers but no connection comes up. A coordinator that holds
+  // another token (or is not a trl-coord) fails each TLS handshake at
+  // once, and will not change its mind: after 5 such failures, stop. A
+  // stalled coordinator (frozen, paused) leaves the handshake hanging
+  // instead; that is waited for like any absence, up to the timeout.
+  // A handshake refused at once (another token, not a trl-coord) puts the
+  // channel in TRANSIENT_FAILURE within milliseconds, and it stays there
+  // (pick_first keeps the state while it retries): after 5 s of that, stop.
+  // A stalled coordinator (frozen, paused) leaves the handshake hanging
+  // until gRPC's connect deadline (20 s) instead: that is waited for like
+  // any absence, up to the timeout.
+  const auto attempt_started = steady_clock::now();
+  std::optional<steady_clock::time_point> refused_since;
+  grpc_connectivity_state state = channel->GetState(true);
+  while (state != GRPC_CHANNEL_READY) {
     if (!keep_waiting()) return false;
-    // The port answers but no connection comes up: the TLS handshake
-    // fails. A coordinator that holds another token (or that is not a
-    // trl-coord) will not change its mind; a starting one takes
-    // milliseconds, not seconds.
-    if (steady_clock::now() - answered > std::chrono::seconds(5)) {
+    if (channel->WaitForStateChange(state,
+                                    std::chrono::system_clock::now() +
+                                        std::chrono::milliseconds(200))) {
+      state = channel->GetState(true);
+    }
+    const auto now = steady_clock::now();
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !refused_since &&
+        now - attempt_started < std::chrono::seconds(3)) {
+      refused_since = now;
+    }
+    if (refused_since && state == GRPC_CHANNEL_TRANSIENT_FAILURE &&
+        now - *refused_since > std::chrono::seconds(5)) {
       Log()->error(
           "cannot authenticate with the coordinator at {}: its port answers "
           "but the TLS handshake fails (its token differs from this agent's, "
@@ -180,18 +199,6 @@ int Agent::Run() {
       address = *local;
     }
     unreachable_since = steady_clock::now();
-    // What an earlier agent of this machine left here (killed, frozen)
-    // ends before we register: the coordinator gives a machine's ranks to
-    // another agent on the same host at once, trusting this.
-    const StaleProcesses stale = KillStaleProcessesOf(
-        JoinHostPort(options_.coordinator_host, options_.coordinator_port),
-        options_.config.machine_rank);
-    if (stale.workers > 0 || stale.agents > 0) {
-      Log()->warn(
-          "killed {} worker process(es) and {} agent(s) that an earlier agent "
-          "of machine {} left on this host",
-          stale.workers, stale.agents, options_.config.machine_rank);
-    }
     AgentOptions session_options = options_;
     session_options.interface_name = InterfaceWithAddress(address);
     if (derived) session_options.tls_ca = store_certificate;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/orphans.h"
+#include "agent/stale_workers.h"
 #include "common/auth_token.h"
 #include "common/logging.h"
 #include "common/network.h"
@@ -108,6 +109,23 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
         } else {
           Log()->info("machine {} registered with job {}",
                       registration.machine_rank(), reply.job_id());
+          // Accepted: the coordinator holds this machine lost (or new), so
+          // whatever an earlier agent of it left on this host (killed,
+          // frozen) is ended now, before any assignment is read: the
+          // coordinator gives the machine's ranks to an agent on the same
+          // host at once, trusting this. (Before acceptance it would kill a
+          // healthy agent's workers when a second agent is started by
+          // mistake.)
+          const StaleProcesses stale =
+              KillStaleProcessesOf(JoinHostPort(options_.coordinator_host,
+                                                options_.coordinator_port),
+                                   registration.machine_rank());
+          if (stale.workers > 0 || stale.agents > 0) {
+            Log()->warn(
+                "killed {} worker process(es) and {} agent(s) that an "
+                "earlier agent of machine {} left on this host",
+                stale.workers, stale.agents, registration.machine_rank());
+          }
           if (reply.heartbeat_udp_port() > 0 && options_.udp_heartbeats) {
             UseUdpHeartbeats(registration.machine_rank(), reply);
           }
@@ -251,6 +269,15 @@ void AgentSession::WatchLease() {
     const auto expires = steady_clock::time_point(
         std::chrono::nanoseconds(last_heard_ns_.load()) + options_.lease);
     if (steady_clock::now() > expires) {
+      // A process that was frozen (SIGSTOP, a paused VM) wakes with the
+      // coordinator's last words still in its socket: let the reader take
+      // them first (a job that finished while we were frozen must end as
+      // finished, not as a lost connection).
+      lease_wakeup_.wait_for(lock, std::chrono::milliseconds(200));
+      if (lease_watch_ended_) return;
+      const auto heard = steady_clock::time_point(
+          std::chrono::nanoseconds(last_heard_ns_.load()) + options_.lease);
+      if (steady_clock::now() <= heard) continue;
       lease_expired_ = true;
       context_.TryCancel();  // a blocked Write or Read returns: Run ends
       heartbeat_wakeup_.notify_all();

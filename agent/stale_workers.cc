@@ -29,6 +29,7 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
   const pid_t self = getpid();
   StaleProcesses result;
   std::set<pid_t> killed;
+  std::set<pid_t> groups;
   // Killing a worker may reparent its children: look again, a few times.
   for (int round = 0; round < 5; ++round) {
     std::vector<pid_t> found;
@@ -39,7 +40,9 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
       if (!ReadProcessLinks(pid, &info) || info.parent == self) continue;
       if (!EnvironmentHasBoth(pid, address_entry, rank_entry)) continue;
       found.push_back(pid);
-      if (info.group > 1) kill(-info.group, SIGKILL);
+      if (info.group > 1 && kill(-info.group, SIGKILL) == 0) {
+        groups.insert(info.group);
+      }
       // The agent that started it, unless that is a coordinator (machine
       // 0's agent runs inside trl-coord) or we are its ancestor.
       if (info.parent > 1 && info.parent != self &&
@@ -60,9 +63,16 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
       ++result.workers;
     }
   }
-  // Gone for good before the caller registers (SIGKILL is not instant).
+  // Gone for good before the caller starts workers (SIGKILL is not
+  // instant: a process with a large GPU context takes a while).
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (pid_t group : groups) {
+    while (kill(-group, 0) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   for (pid_t pid : killed) {
     while (Alive(pid) && std::chrono::steady_clock::now() < deadline) {
       // A zombie is dead enough: its parent (killed too) or init reaps it.

@@ -20,8 +20,10 @@ struct StaleProcesses {
 };
 
 // Kills (SIGKILL) the processes of other agents of `machine_rank` for the
-// coordinator at `coordinator_address` on this host, and waits (bounded)
-// until they are gone. Processes this one started are left alone.
+// coordinator at `coordinator_address` on this host, and waits (up to
+// 10 s) until they and their process groups are gone. Processes this one
+// started are left alone. Call it only once the coordinator has accepted
+// this agent for the machine (it then holds the old agent lost).
 StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
                                     int machine_rank);
 

@@ -52,21 +52,24 @@ absl::Status EnsurePrivateDirectory(const std::string& dir) {
 }
 
 absl::StatusOr<std::string> PrivateDirectory() {
+  // ~/.trl/run first: $XDG_RUNTIME_DIR (/run/user/UID) goes when the
+  // user's last session ends, and with it the state of a job started with
+  // nohup; it is the fallback without a HOME.
   std::string dir;
-  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-      runtime != nullptr && *runtime != '\0') {
-    dir = absl::StrCat(runtime, "/trl-launch");
-  } else if (const char* home = std::getenv("HOME");
-             home != nullptr && *home != '\0') {
+  if (const char* home = std::getenv("HOME");
+      home != nullptr && *home != '\0') {
     // ~/.trl holds the token too: it is made 0700 as well.
     const std::string trl_dir = absl::StrCat(home, "/.trl");
     if (absl::Status made = EnsurePrivateDirectory(trl_dir); !made.ok()) {
       return made;
     }
     dir = trl_dir + "/run";
+  } else if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+             runtime != nullptr && *runtime != '\0') {
+    dir = absl::StrCat(runtime, "/trl-launch");
   } else {
     return absl::FailedPreconditionError(
-        "neither XDG_RUNTIME_DIR nor HOME is set: no private directory for "
+        "neither HOME nor XDG_RUNTIME_DIR is set: no private directory for "
         "the launcher's files");
   }
   if (absl::Status made = EnsurePrivateDirectory(dir); !made.ok()) return made;

@@ -16,8 +16,8 @@
 
 namespace trl {
 
-// $XDG_RUNTIME_DIR/trl-launch when XDG_RUNTIME_DIR is set, else
-// $HOME/.trl/run; created (mode 0700) when missing, and refused, naming the
+// $HOME/.trl/run, else $XDG_RUNTIME_DIR/trl-launch (which goes at logout);
+// created (mode 0700) when missing, and refused, naming the
 // path and the reason, when it is not a directory of ours that only we may
 // enter and write.
 absl::StatusOr<std::string> PrivateDirectory();

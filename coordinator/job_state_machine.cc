@@ -322,6 +322,7 @@ GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
     }
   }
   live_ranks_ = static_cast<int>(ranks_.size());
+  started_ranks_ = 0;
   return start;
 }
 
@@ -348,6 +349,11 @@ void JobStateMachine::WorkerStarted(int machine_rank, int64_t generation,
   if (rank == nullptr || rank->state != RankState::kPending) return;
   rank->pid = pid;
   rank->state = RankState::kRunning;
+  // Every rank of the generation started: whatever shortage there was has
+  // passed, and the free restarts count from zero again.
+  if (++started_ranks_ == static_cast<int>(ranks_.size())) {
+    free_restarts_in_a_row_ = 0;
+  }
 }
 
 Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
@@ -405,8 +411,10 @@ Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
   it->second.lost_reason = why;
   // It heard from us at the latest now: its lease ends before now + lease,
   // and its workers are gone a stop grace after that.
-  it->second.old_agent_may_run_until =
-      now + it->second.info.lease + settings_.stop_grace;
+  // (+2 s: the agent's own allowance for SIGKILLed processes to go.)
+  it->second.old_agent_may_run_until = now + it->second.info.lease +
+                                       settings_.stop_grace +
+                                       std::chrono::seconds(2);
   if (IsFinished(phase_)) return decision;
   // A machine's ranks are contiguous from its rank offset.
   const size_t first = it->second.rank_offset;

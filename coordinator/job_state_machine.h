@@ -251,7 +251,8 @@ class JobStateMachine {
   // or rank (at 4096 machines x 8 ranks, that walk per worker exit made a
   // restart take minutes).
   int connected_nodes_ = 0;
-  int live_ranks_ = 0;  // ranks pending or running
+  int live_ranks_ = 0;     // ranks pending or running
+  int started_ranks_ = 0;  // ranks of this generation that started
   // Connected machines, least recently heard first: the silent ones are
   // found at the front, and the next heartbeat deadline is the front's.
   std::list<int> by_heartbeat_;
