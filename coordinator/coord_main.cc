@@ -401,7 +401,7 @@ int main(int argc, char** argv) {
       ->add_option("--state_file,--state-file", start_flags.state_file,
                    "Where the job's state is kept so that a restarted "
                    "coordinator resumes it (default: "
-                   "$XDG_RUNTIME_DIR/trl-launch or ~/.trl/run, "
+                   "~/.trl/run, else $XDG_RUNTIME_DIR/trl-launch, "
                    "coord-HOST-PORT.state; env "
                    "TRL_STATE_FILE)")
       ->envname("TRL_STATE_FILE");

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
       "--output_dir", output_dir,
       "Where rank 0 keeps the checkpoint and the final weights "
       "(default: a directory per trl-launch job in this user's "
-      "private directory, $XDG_RUNTIME_DIR/trl-launch or ~/.trl/run)");
+      "private directory, ~/.trl/run, else $XDG_RUNTIME_DIR/trl-launch)");
   app.add_option("--save_steps", options.save_steps,
                  "Steps between checkpoints")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
