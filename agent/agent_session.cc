@@ -116,10 +116,12 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
           // host at once, trusting this. (Before acceptance it would kill a
           // healthy agent's workers when a second agent is started by
           // mistake.)
+          sweeping_ = true;
           const StaleProcesses stale =
               KillStaleProcessesOf(JoinHostPort(options_.coordinator_host,
                                                 options_.coordinator_port),
                                    registration.machine_rank());
+          sweeping_ = false;
           if (stale.workers > 0 || stale.agents > 0) {
             Log()->warn(
                 "killed {} worker process(es) and {} agent(s) that an "
@@ -268,6 +270,10 @@ void AgentSession::WatchLease() {
   while (!lease_watch_ended_) {
     const auto expires = steady_clock::time_point(
         std::chrono::nanoseconds(last_heard_ns_.load()) + options_.lease);
+    if (sweeping_) {
+      lease_wakeup_.wait_for(lock, std::chrono::milliseconds(20));
+      continue;
+    }
     if (steady_clock::now() > expires) {
       // A process that was frozen (SIGSTOP, a paused VM) wakes with the
       // coordinator's last words still in its socket: let the reader take

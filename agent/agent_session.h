@@ -89,6 +89,10 @@ class AgentSession {
   // When the coordinator was last heard from (steady clock, in ns).
   std::atomic<int64_t> last_heard_ns_{0};
   std::atomic<bool> lease_expired_{false};
+  // Set while the reader ends what an earlier agent left (before any
+  // worker of ours runs): the coordinator's acks wait unread in the
+  // socket meanwhile, and the lease has nothing to guard yet.
+  std::atomic<bool> sweeping_{false};
   std::mutex lease_mutex_;
   std::condition_variable lease_wakeup_;
   bool lease_watch_ended_ = false;  // guarded by lease_mutex_

@@ -16,9 +16,25 @@ bool ReadProcessLinks(pid_t pid, ProcessLinks* links) {
   const size_t paren = text.rfind(')');
   if (paren == std::string::npos || paren + 2 > text.size()) return false;
   std::istringstream rest(text.substr(paren + 2));
-  std::string state;
-  rest >> state >> links->parent >> links->group;
+  rest >> links->state >> links->parent >> links->group;
   return static_cast<bool>(rest);
+}
+
+bool IsRunning(pid_t pid) {
+  ProcessLinks links;
+  return ReadProcessLinks(pid, &links) && links.state != 'Z' &&
+         links.state != 'X';
+}
+
+bool GroupHasRunningMembers(pid_t group) {
+  for (pid_t pid : AllProcesses()) {
+    ProcessLinks links;
+    if (ReadProcessLinks(pid, &links) && links.group == group &&
+        links.state != 'Z' && links.state != 'X') {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool EnvironmentHasBoth(pid_t pid, const std::string& first,

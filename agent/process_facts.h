@@ -11,12 +11,19 @@
 namespace trl {
 
 struct ProcessLinks {
+  char state = '?';  // R, S, D, T, Z (zombie), ...
   pid_t parent = -1;
   pid_t group = -1;
 };
 
 // Parent and process group from /proc/PID/stat; false if it is gone.
 bool ReadProcessLinks(pid_t pid, ProcessLinks* links);
+
+// Whether `pid` exists and is not a zombie (dead, not yet reaped).
+bool IsRunning(pid_t pid);
+
+// Whether a process of group `group` exists that is not a zombie.
+bool GroupHasRunningMembers(pid_t group);
 
 // Whether the initial environment of `pid` holds both entries ("NAME=value"
 // each, exactly); false when it cannot be read.

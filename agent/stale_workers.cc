@@ -15,11 +15,6 @@
 #include "agent/process_facts.h"
 
 namespace trl {
-namespace {
-
-bool Alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
-
-}  // namespace
 
 StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
                                     int machine_rank) {
@@ -64,26 +59,19 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
     }
   }
   // Gone for good before the caller starts workers (SIGKILL is not
-  // instant: a process with a large GPU context takes a while).
+  // instant: a process with a large GPU context takes a while). A zombie
+  // is dead enough: it runs nothing, and its parent (killed too, or a
+  // subreaper that may not reap soon) or init reaps it.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (pid_t group : groups) {
-    while (kill(-group, 0) == 0 &&
+    while (GroupHasRunningMembers(group) &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
   for (pid_t pid : killed) {
-    while (Alive(pid) && std::chrono::steady_clock::now() < deadline) {
-      // A zombie is dead enough: its parent (killed too) or init reaps it.
-      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-      std::string text;
-      std::getline(stat, text);
-      const size_t paren = text.rfind(')');
-      if (paren != std::string::npos && paren + 2 < text.size() &&
-          text[paren + 2] == 'Z') {
-        break;
-      }
+    while (IsRunning(pid) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
