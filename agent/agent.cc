@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent_channel.h"
 #include "agent/agent_session.h"
+#include "common/host_identity.h"
 #include "common/logging.h"
 #include "common/network.h"
 #include "common/private_files.h"
@@ -163,6 +164,7 @@ int Agent::Run() {
   std::vector<pb::WorkerExited> last_exits;
   // Workers verify the coordinator's store with the identity's certificate
   // (public); the private key stays in this process.
+  const std::string host_id = LocalHostId();
   std::string store_certificate;
   if (derived && !scratch_dir.empty()) {
     store_certificate = scratch_dir + "/coordinator.pem";
@@ -206,6 +208,7 @@ int Agent::Run() {
     pb::AgentRegistration registration;
     registration.set_machine_rank(options_.config.machine_rank);
     registration.set_hostname(LocalHostName());
+    registration.set_host_id(host_id);
     registration.set_advertise_addr(address);
     registration.set_interface_name(session_options.interface_name);
     registration.set_local_device_count(options_.local_gpu_count);

@@ -82,9 +82,9 @@ Coordinator::Coordinator(CoordinatorOptions options,
         std::clamp(std::chrono::milliseconds(
                        options_.resume->not_before_unix_ms - UnixMillisNow()),
                    std::chrono::milliseconds(0), options_.restart.max_backoff);
-    machine_.ResumeAfter(options_.resume->generation,
-                         options_.resume->restarts_used,
-                         options_.resume->failures, clock_() + rest);
+    machine_.ResumeAfter(
+        options_.resume->generation, options_.resume->restarts_used,
+        options_.resume->failures, clock_() + rest, options_.resume->hosts);
     persisted_restarts_ = options_.resume->restarts_used;
     persisted_failures_ = options_.resume->failures.size();
   }
@@ -105,6 +105,9 @@ absl::Status Coordinator::PersistJob(int64_t generation) {
                               .count();
   }
   record.failures = machine_.failures();
+  for (const auto& [m, node] : machine_.nodes()) {
+    record.hosts[m] = node.info.host();
+  }
   for (auto& failure : record.failures) failure.exit.last_lines.clear();
   const absl::Status saved = SaveJobRecord(options_.state_file, record);
   if (saved.ok()) {
@@ -186,6 +189,7 @@ void Coordinator::HandleRegistration(AgentLink* link,
   AgentInfo info;
   info.machine_rank = request.machine_rank();
   info.hostname = request.hostname();
+  info.host_id = request.host_id();
   info.advertise_addr = request.advertise_addr();
   info.interface_name = request.interface_name();
   info.local_world_size = request.local_world_size();

@@ -65,6 +65,12 @@ absl::Status SaveJobRecord(const std::string& path, const JobRecord& record) {
   for (size_t i = first; i < record.failures.size(); ++i) {
     text += FailureLine(record.failures[i]);
   }
+  // "machine M HOSTNAME HOST_ID" ("-" for an empty one).
+  for (const auto& [m, host] : record.hosts) {
+    absl::StrAppend(&text, "machine ", m, " ",
+                    host.hostname.empty() ? "-" : host.hostname, " ",
+                    host.host_id.empty() ? "-" : host.host_id, "\n");
+  }
   return WriteFileAtomically(path, text);
 }
 
@@ -80,15 +86,27 @@ absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(
   std::map<std::string, std::string> fields;
   JobRecord record;
   std::string line;
-  bool bad_failure = false;
+  bool malformed = false;
   while (std::getline(in, line)) {
     const size_t space = line.find(' ');
     if (space == std::string::npos) continue;
     const std::string key = line.substr(0, space);
     if (key == "failure") {
       FailureRecord failure;
-      if (!ParseFailure(line.substr(space + 1), &failure)) bad_failure = true;
+      if (!ParseFailure(line.substr(space + 1), &failure)) malformed = true;
       record.failures.push_back(std::move(failure));
+      continue;
+    }
+    if (key == "machine") {
+      std::vector<std::string> words =
+          absl::StrSplit(line.substr(space + 1), ' ', absl::SkipEmpty());
+      int m = -1;
+      if (words.size() != 3 || !absl::SimpleAtoi(words[0], &m) || m < 0) {
+        malformed = true;
+        continue;
+      }
+      record.hosts[m] = HostIdentity{words[1] == "-" ? "" : words[1],
+                                     words[2] == "-" ? "" : words[2]};
       continue;
     }
     fields[key] = line.substr(space + 1);
@@ -98,9 +116,9 @@ absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(
   if (fields.count("not_before_unix_ms") &&
       !absl::SimpleAtoi(fields["not_before_unix_ms"],
                         &record.not_before_unix_ms)) {
-    bad_failure = true;
+    malformed = true;
   }
-  if (!IsValidJobId(record.job_id) || bad_failure ||
+  if (!IsValidJobId(record.job_id) || malformed ||
       !absl::SimpleAtoi(fields["generation"], &record.generation) ||
       !absl::SimpleAtoi(fields["restarts_used"], &record.restarts_used)) {
     return absl::DataLossError(

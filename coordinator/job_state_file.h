@@ -1,13 +1,14 @@
 // The little a restarted coordinator needs to pick its job up again: the
 // job id, the last generation that may have run, the restarts used, the
-// rest of a restart backoff, the failure history, and what identifies the
-// job (command and config), kept in a small text file written atomically
-// (temp file, fsync, rename) before each generation starts and whenever a
-// failure or a restart is counted.
+// rest of a restart backoff, the failure history, where each machine ran,
+// and what identifies the job (command and config), kept in a small text file
+// written atomically (temp file, fsync, rename) before each generation starts
+// and whenever a failure or a restart is counted.
 #ifndef TRL_COORDINATOR_JOB_STATE_FILE_H_
 #define TRL_COORDINATOR_JOB_STATE_FILE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct JobRecord {
   // The failures so far, oldest first, without their last lines; at most
   // kFailuresKept (the newest).
   std::vector<FailureRecord> failures;
+  // Where each machine's agent ran at the last generation's start: after a
+  // restart, an agent on another host waits for the old one's lease.
+  std::map<int, HostIdentity> hosts;
 
   static constexpr size_t kFailuresKept = 100;
 };

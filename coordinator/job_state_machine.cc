@@ -142,9 +142,18 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
     // before it registered (agent/stale_workers.h). An agent on another
     // host only once the old one's workers have surely stopped (I1: one
     // generation of a rank at a time), even if it is frozen or cut off.
-    const AgentInfo& old = existing->second.info;
-    if (old.hostname != agent.hostname) {
+    if (!existing->second.info.host().SameHostAs(agent.host())) {
       node.old_agent_may_run_until = existing->second.old_agent_may_run_until;
+    }
+  } else if (resumed_) {
+    // The old coordinator's agent of this machine heard from it last
+    // before we started: its lease ends before then + lease.
+    auto previous = previous_hosts_.find(m);
+    if (previous == previous_hosts_.end() ||
+        !previous->second.SameHostAs(agent.host())) {
+      node.old_agent_may_run_until = created_at_ + agent.lease +
+                                     settings_.stop_grace +
+                                     std::chrono::seconds(2);
     }
   }
   node.by_heartbeat = by_heartbeat_.insert(by_heartbeat_.end(), m);
@@ -155,8 +164,11 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
 
 void JobStateMachine::ResumeAfter(int64_t generation, int restarts_used,
                                   std::vector<FailureRecord> failures,
-                                  TimePoint not_before) {
+                                  TimePoint not_before,
+                                  std::map<int, HostIdentity> previous_hosts) {
   if (phase_ != JobPhase::kWaitingForAgents || generation_ >= 0) return;
+  resumed_ = true;
+  previous_hosts_ = std::move(previous_hosts);
   generation_ = generation;
   restarts_used_ = restarts_used;
   failures_ = std::move(failures);
@@ -268,7 +280,8 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
   constexpr auto kPast = std::chrono::microseconds(1);
   if (phase_ == JobPhase::kWaitingForAgents) {
     consider(created_at_ + settings_.registration_timeout + kPast);
-    consider(restart_not_before_);  // a resumed job's backoff
+    consider(restart_not_before_);      // a resumed job's backoff
+    consider(ReplacementsAllowedAt());  // ... and its old agents' leases
   }
   if (awaiting_report_from_ >= 0) consider(report_deadline_ + kPast);
   if (phase_ == JobPhase::kRestarting) {

@@ -42,9 +42,25 @@ struct WorkerExit {
   int LauncherExitCode() const;
 };
 
+// Which machine and process namespace an agent runs in: its hostname, and
+// the kernel's boot id with its pid namespace (common/host_identity.h). Two
+// agents are on the same host only if both agree: then a new agent can see,
+// and kill, what an old one left (agent/stale_workers.h). A hostname alone
+// is not enough (cloned machines, containers named alike).
+struct HostIdentity {
+  std::string hostname;
+  std::string host_id;  // empty: unknown (never the same host as anything)
+
+  bool SameHostAs(const HostIdentity& other) const {
+    return !host_id.empty() && host_id == other.host_id &&
+           hostname == other.hostname;
+  }
+};
+
 struct AgentInfo {
   int machine_rank = 0;
   std::string hostname;
+  std::string host_id;  // see HostIdentity
   std::string advertise_addr;
   std::string interface_name;
   int local_world_size = 0;
@@ -58,6 +74,8 @@ struct AgentInfo {
   // exited on their own before it lost its connection: local rank -> exit.
   int64_t report_generation = -1;
   std::map<int, WorkerExit> reported_exits;
+
+  HostIdentity host() const { return HostIdentity{hostname, host_id}; }
 };
 
 enum class JobPhase {
@@ -179,10 +197,15 @@ class JobStateMachine {
   // For a restarted coordinator picking its job up again: the next
   // generation will be `generation` + 1, not before `not_before` (the rest
   // of a restart backoff), with `restarts_used` and the failure history
-  // carried over. Only before the first generation.
+  // carried over. Only before the first generation. The agents of the
+  // last generation (`previous_hosts`: machine -> host) may still have
+  // their workers: an agent on another host gets a machine's ranks only
+  // once the old agent's lease and stop grace, counted from now (it heard
+  // from the old coordinator before this one started), have run out.
   void ResumeAfter(int64_t generation, int restarts_used,
                    std::vector<FailureRecord> failures = {},
-                   TimePoint not_before = TimePoint());
+                   TimePoint not_before = TimePoint(),
+                   std::map<int, HostIdentity> previous_hosts = {});
 
   // Accepts an agent, or says why not (duplicate or out-of-range
   // machine_rank, a config that differs, a job that takes no agents now).
@@ -274,6 +297,9 @@ class JobStateMachine {
   TimePoint report_deadline_;
   TimePoint rejoin_deadline_;
   std::optional<JobOutcome> outcome_;
+  // A resumed job: where each machine ran before the coordinator restarted.
+  bool resumed_ = false;
+  std::map<int, HostIdentity> previous_hosts_;
 };
 
 }  // namespace trl

@@ -39,6 +39,7 @@ inline trl::launch::v1::AgentMessage Registration(
   auto* r = message.mutable_registration();
   r->set_machine_rank(machine_rank);
   r->set_hostname("node" + std::to_string(machine_rank));
+  r->set_host_id("boot-" + std::to_string(machine_rank) + "/pidns:1");
   r->set_advertise_addr("127.0.0.1");
   r->set_local_world_size(1);
   r->set_lease_ms(lease_ms);

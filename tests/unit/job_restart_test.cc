@@ -31,6 +31,7 @@ class JobRestartTest : public testing::Test {
     AgentInfo info;
     info.machine_rank = m;
     info.hostname = "node" + std::to_string(m);
+    info.host_id = "boot-" + std::to_string(m) + "/pidns:4026531836";
     info.advertise_addr = "10.0.0." + std::to_string(m + 1);
     info.local_world_size = 2;
     return info;
@@ -314,7 +315,8 @@ TEST_F(JobRestartTest, StopWhileRestartingEndsAtOnce) {
 
 TEST_F(JobRestartTest, ResumedJobContinuesWithTheNextGeneration) {
   JobStateMachine job(Settings(3), now_);
-  job.ResumeAfter(4, 2);
+  job.ResumeAfter(4, 2, {}, TimePoint(),
+                  {{0, Agent(0).host()}, {1, Agent(1).host()}});
   ASSERT_TRUE(job.Register(Agent(0), now_).ok());
   ASSERT_TRUE(job.Register(Agent(1), now_).ok());
   const GenerationStart start = Start(job);
@@ -393,6 +395,61 @@ TEST_F(JobRestartTest, AnAgentOnTheSameHostGetsTheRanksBackAtOnce) {
     ASSERT_TRUE(job.Register(agent, now_).ok());
     EXPECT_TRUE(job.Tick(now_).start_generation) << "pid " << pid;
   }
+}
+
+// The same name on another machine (a cloned image) is another host: the
+// new agent there cannot see the old one's workers, so it waits as well.
+TEST_F(JobRestartTest, AHostOfTheSameNameOnAnotherMachineWaitsForTheLease) {
+  JobStateMachine job(Settings(3), now_);
+  AgentInfo first = Agent(1);
+  first.lease = seconds(4);
+  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+  ASSERT_TRUE(job.Register(first, now_).ok());
+  const GenerationStart start = Start(job);
+  LoseMachine1(job, start);
+  AgentInfo clone = first;
+  clone.host_id = "boot-other/pidns:4026531836";
+  now_ += seconds(1);
+  ASSERT_TRUE(job.Register(clone, now_).ok());
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  now_ += seconds(4) + job.settings().stop_grace + seconds(2);
+  job.Heartbeat(0, now_);
+  job.Heartbeat(1, now_);
+  EXPECT_TRUE(job.Tick(now_).start_generation);
+}
+
+// A restarted coordinator does not know when the old agents last heard
+// from its predecessor, only that it was before now: an agent on another
+// host gets a machine's ranks once the old agent's lease and grace,
+// counted from the restart, are over; the agents where the machines ran
+// before get them at once.
+TEST_F(JobRestartTest, AfterACoordinatorRestartAnotherHostWaitsForTheOldLease) {
+  JobSettings settings = Settings(3);
+  settings.stop_grace = seconds(2);
+  const std::map<int, HostIdentity> before = {{0, Agent(0).host()},
+                                              {1, Agent(1).host()}};
+  {
+    JobStateMachine job(settings, now_);
+    job.ResumeAfter(4, 1, {}, TimePoint(), before);
+    ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+    ASSERT_TRUE(job.Register(Agent(1), now_).ok());
+    EXPECT_TRUE(job.Tick(now_).start_generation) << "the same hosts";
+  }
+  JobStateMachine job(settings, now_);
+  job.ResumeAfter(4, 1, {}, TimePoint(), before);
+  AgentInfo spare = Agent(1);
+  spare.hostname = "spare";
+  spare.host_id = "boot-spare/pidns:4026531836";
+  spare.lease = seconds(4);
+  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+  ASSERT_TRUE(job.Register(spare, now_ + seconds(1)).ok());
+  EXPECT_FALSE(job.Tick(now_ + seconds(1)).start_generation);
+  // 4 s lease + 2 s grace + 2 s for SIGKILLed processes, after the restart.
+  const auto next = job.NextDeadline(now_ + seconds(1));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, now_ + seconds(8));
+  EXPECT_FALSE(job.Tick(now_ + seconds(8) - milliseconds(1)).start_generation);
+  EXPECT_TRUE(job.Tick(now_ + seconds(8)).start_generation);
 }
 
 // Invariant 5: a machine cut off in the job's last second, after every

@@ -47,6 +47,24 @@ TEST(JobStateFileTest, RoundTripsAndLeavesNoTempFile) {
   EXPECT_FALSE(loaded->has_value());
 }
 
+TEST(JobStateFileTest, KeepsWhereEachMachineRan) {
+  const std::string path = TempPath("hosts.state");
+  JobRecord record = Record("job-1", 2, 0, "abc");
+  record.hosts[0] = HostIdentity{"node01", "b0a3/pidns:4:4026531836"};
+  record.hosts[1] = HostIdentity{"node02", ""};
+  ASSERT_TRUE(SaveJobRecord(path, record).ok());
+  auto loaded = LoadJobRecord(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE(loaded->has_value());
+  const auto& hosts = (*loaded)->hosts;
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_EQ(hosts.at(0).hostname, "node01");
+  EXPECT_EQ(hosts.at(0).host_id, "b0a3/pidns:4:4026531836");
+  EXPECT_EQ(hosts.at(1).hostname, "node02");
+  EXPECT_EQ(hosts.at(1).host_id, "");
+  RemoveJobRecord(path);
+}
+
 TEST(JobStateFileTest, GarbageIsAnError) {
   const std::string path = TempPath("garbage.state");
   std::filesystem::create_directories(
