@@ -158,10 +158,15 @@ def main():
     with open(path) as f:
         d = json.load(f)
     rel = os.path.relpath(path, ROOT)
-    stale = False
+    stale, seen = False, set()
     for doc in DOCS:
         with open(os.path.join(ROOT, doc)) as f:
             old = f.read()
+        found = [m.group(1) for m in REGION.finditer(old)]
+        markers = re.findall(r"<!-- bench:\S+ (begin|end)", old)
+        if markers != ["begin", "end"] * len(found):
+            sys.exit(f"tables.py: {doc}: a bench: marker without its pair")
+        seen.update(found)
         new = regenerate(old, d, rel)
         if new == old:
             continue
@@ -174,6 +179,9 @@ def main():
             sys.stdout.writelines(difflib.unified_diff(
                 old.splitlines(True), new.splitlines(True), f"{doc} (as is)",
                 f"{doc} (from {rel})"))
+    for name in sorted(set(RENDER) - seen):
+        print(f"tables.py: no document has the region bench:{name}")
+        stale = True
     if stale:
         print(f"tables.py: generated regions differ from {rel}; run "
               "bench/tables.py --write")
