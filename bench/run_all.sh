@@ -3,7 +3,9 @@
 # torchrun on two test hosts (needs root; skipped with a note otherwise),
 # the demo's all-reduce against torch.distributed, and the coordinator at
 # 256, 1024 and 4096 simulated agents. Writes the report (REPORT.md,
-# results.json, scale.png) to bench/results/DATE-HOST/, or to OUT_DIR.
+# results.json, scale.png) to bench/results/DATE-HOST/, or to OUT_DIR; a
+# full run there also regenerates the benchmark tables of README.md and
+# bench/README.md from the newest report (bench/tables.py --write).
 #
 # Usage: bench/run_all.sh [--quick] [OUT_DIR]
 #   --quick: 64 simulated agents, one repetition, nothing else (what CI
@@ -37,6 +39,12 @@ else
   bash "$here/scale.sh" "$build" "$raw/scale.jsonl" 3 256 1024 4096 || scale_ok=0
 fi
 /usr/bin/python3 "$here/report.py" "$raw" "$out"
+# A full report in bench/results/: the tables of README.md and
+# bench/README.md are regenerated from the newest report there
+# (bench/tables.py; the docs.bench_tables test checks them).
+if [ $quick = 0 ] && [ "$(cd "$out/.." && pwd)" = "$root/bench/results" ]; then
+  /usr/bin/python3 "$here/tables.py" --write
+fi
 if [ $scale_ok = 0 ]; then
   echo "FAIL: a simulator run failed (bench/scale.sh above); the report has it as not run"
   exit 1
