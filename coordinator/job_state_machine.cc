@@ -208,15 +208,24 @@ Decision JobStateMachine::Tick(TimePoint now) {
       if (now - nodes_.at(m).last_heartbeat <= timeout) break;
       silent.push_back(m);
     }
+    // Marked lost together, then judged together: machines cut off at
+    // once after the others' ranks exited 0 are all awaited.
+    std::vector<std::pair<int, int>> lost;
     for (int m : silent) {
       const double seconds =
           std::chrono::duration<double>(now - nodes_.at(m).last_heartbeat)
               .count();
-      Decision lost = LoseAgent(
-          m, absl::StrFormat("sent no heartbeat for %.1f s", seconds), now);
+      lost.emplace_back(
+          m,
+          MarkLost(m, absl::StrFormat("sent no heartbeat for %.1f s", seconds),
+                   now));
       decision.drop_agents.push_back(m);
-      if (lost.stop_generation) decision.stop_generation = lost.stop_generation;
-      if (lost.finished) decision.finished = lost.finished;
+    }
+    if (!lost.empty()) {
+      Decision judged = AfterLosses(lost, now);
+      if (judged.stop_generation)
+        decision.stop_generation = judged.stop_generation;
+      if (judged.finished) decision.finished = judged.finished;
     }
     if (IsFinished(phase_)) return decision;
   }
@@ -255,7 +264,7 @@ Decision JobStateMachine::Tick(TimePoint now) {
       return decision;
     }
   }
-  if (awaiting_report_from_ >= 0) {
+  if (!awaiting_reports_.empty()) {
     Decision settled = SettleAwaitedReport(now);
     if (settled.stop_generation)
       decision.stop_generation = settled.stop_generation;
@@ -283,7 +292,7 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
     consider(restart_not_before_);      // a resumed job's backoff
     consider(ReplacementsAllowedAt());  // ... and its old agents' leases
   }
-  if (awaiting_report_from_ >= 0) consider(report_deadline_ + kPast);
+  if (!awaiting_reports_.empty()) consider(report_deadline_ + kPast);
   if (phase_ == JobPhase::kRestarting) {
     consider(restart_not_before_);
     consider(rejoin_deadline_ + kPast);
@@ -411,14 +420,20 @@ Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {
 
 Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
                                     TimePoint now) {
-  Decision decision;
   auto it = nodes_.find(machine_rank);
-  if (it == nodes_.end() || !it->second.connected) return decision;
+  if (it == nodes_.end() || !it->second.connected) return Decision();
+  return AfterLosses({{machine_rank, MarkLost(machine_rank, why, now)}}, now);
+}
+
+int JobStateMachine::MarkLost(int machine_rank, const std::string& why,
+                              TimePoint now) {
+  auto it = nodes_.find(machine_rank);
+  if (it == nodes_.end() || !it->second.connected) return 0;
   --connected_nodes_;
   by_heartbeat_.erase(it->second.by_heartbeat);
   if (phase_ == JobPhase::kWaitingForAgents) {
     nodes_.erase(it);  // It may register again.
-    return decision;
+    return 0;
   }
   it->second.connected = false;
   it->second.lost_reason = why;
@@ -428,12 +443,13 @@ Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
   it->second.old_agent_may_run_until = now + it->second.info.lease +
                                        settings_.stop_grace +
                                        std::chrono::seconds(2);
-  if (IsFinished(phase_)) return decision;
+  if (IsFinished(phase_)) return 0;
   // A machine's ranks are contiguous from its rank offset.
   const size_t first = it->second.rank_offset;
   const size_t end =
       std::min(ranks_.size(),
                first + static_cast<size_t>(it->second.info.local_world_size));
+  int lost = 0;
   for (size_t i = first; i < end; ++i) {
     RankRecord& rank = ranks_[i];
     if (rank.machine_rank == machine_rank &&
@@ -441,19 +457,38 @@ Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
          rank.state == RankState::kRunning)) {
       rank.state = RankState::kLost;
       --live_ranks_;
+      ++lost;
     }
   }
+  return lost;
+}
+
+Decision JobStateMachine::AfterLosses(
+    const std::vector<std::pair<int, int>>& lost, TimePoint now) {
+  Decision decision;
+  if (IsFinished(phase_) || phase_ == JobPhase::kWaitingForAgents) {
+    return decision;
+  }
   if (phase_ == JobPhase::kRunning) {
-    if (live_ranks_ == 0 && awaiting_report_from_ < 0) {
-      // Every other rank has exited 0: this machine's workers may have
+    std::vector<int> with_live_ranks;
+    for (const auto& [m, ranks] : lost) {
+      if (ranks > 0) with_live_ranks.push_back(m);
+    }
+    // A machine whose ranks had all exited 0 took nothing with it.
+    if (!with_live_ranks.empty()) {
+      if (live_ranks_ > 0) {
+        const int m = with_live_ranks.front();
+        return FailForLoss(m, nodes_.at(m).lost_reason, now);
+      }
+      // Every other rank has exited 0: these machines' workers may have
       // too, and only their exits were lost with the connection. Wait
-      // (bounded) for its agent to come back and say.
-      awaiting_report_from_ = machine_rank;
-      report_deadline_ = now + settings_.rejoin_timeout;
-      it->second.lost_reason = why;
+      // (bounded) for their agents to come back and say.
+      if (awaiting_reports_.empty()) {
+        report_deadline_ = now + settings_.rejoin_timeout;
+      }
+      awaiting_reports_.insert(with_live_ranks.begin(), with_live_ranks.end());
       return decision;
     }
-    return FailForLoss(machine_rank, why, now);
   }
   MaybeFinish(decision, now);
   return decision;
@@ -472,52 +507,58 @@ Decision JobStateMachine::FailForLoss(int machine_rank, const std::string& why,
 
 Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {
   Decision decision;
-  if (awaiting_report_from_ < 0 || phase_ != JobPhase::kRunning) {
+  if (awaiting_reports_.empty() || phase_ != JobPhase::kRunning) {
     return decision;
   }
-  const int m = awaiting_report_from_;
-  NodeRecord& node = nodes_.at(m);
-  if (!node.connected) {
+  for (auto it = awaiting_reports_.begin(); it != awaiting_reports_.end();) {
+    const int m = *it;
+    NodeRecord& node = nodes_.at(m);
+    if (!node.connected) {
+      ++it;
+      continue;
+    }
+    it = awaiting_reports_.erase(it);
+    const AgentInfo& report = node.info;
+    const bool complete = report.report_generation == generation_ &&
+                          static_cast<int>(report.reported_exits.size()) ==
+                              node.info.local_world_size;
+    if (!complete) {
+      return FailForLoss(m,
+                         "lost its connection and came back without the "
+                         "outcome of every worker",
+                         now);
+    }
+    for (const auto& [local, exit] : report.reported_exits) {
+      RankRecord* found = FindRank(m, generation_, local);
+      if (found == nullptr) continue;
+      RankRecord& rank = *found;
+      rank.exit = exit;
+      if (exit.Succeeded()) {
+        rank.state = RankState::kSucceeded;
+        continue;
+      }
+      rank.state = RankState::kFailed;
+      FailureRecord failure;
+      failure.generation = generation_;
+      failure.rank = rank.rank;
+      failure.machine_rank = m;
+      failure.hostname = node.info.hostname;
+      failure.exit = exit;
+      failure.reason = absl::StrCat("rank ", rank.rank, " (local rank ", local,
+                                    " on machine ", m, ", host ",
+                                    failure.hostname, ") ", exit.Describe());
+      return Fail(std::move(failure), exit.LauncherExitCode(), now);
+    }
+  }
+  if (!awaiting_reports_.empty()) {
     if (now <= report_deadline_) return decision;
-    awaiting_report_from_ = -1;
+    const int m = *awaiting_reports_.begin();
     return FailForLoss(
         m,
-        absl::StrCat(node.lost_reason, " and did not come back within ",
+        absl::StrCat(nodes_.at(m).lost_reason, " and did not come back within ",
                      settings_.rejoin_timeout.count() / 1000.0,
                      " s to report its workers"),
         now);
-  }
-  awaiting_report_from_ = -1;
-  const AgentInfo& report = node.info;
-  const bool complete = report.report_generation == generation_ &&
-                        static_cast<int>(report.reported_exits.size()) ==
-                            node.info.local_world_size;
-  if (!complete) {
-    return FailForLoss(m,
-                       "lost its connection and came back without the "
-                       "outcome of every worker",
-                       now);
-  }
-  for (const auto& [local, exit] : report.reported_exits) {
-    RankRecord* found = FindRank(m, generation_, local);
-    if (found == nullptr) continue;
-    RankRecord& rank = *found;
-    rank.exit = exit;
-    if (exit.Succeeded()) {
-      rank.state = RankState::kSucceeded;
-      continue;
-    }
-    rank.state = RankState::kFailed;
-    FailureRecord failure;
-    failure.generation = generation_;
-    failure.rank = rank.rank;
-    failure.machine_rank = m;
-    failure.hostname = node.info.hostname;
-    failure.exit = exit;
-    failure.reason =
-        absl::StrCat("rank ", rank.rank, " (local rank ", local, " on machine ",
-                     m, ", host ", failure.hostname, ") ", exit.Describe());
-    return Fail(std::move(failure), exit.LauncherExitCode(), now);
   }
   MaybeFinish(decision, now);  // every rank exited 0: the job succeeded
   return decision;
@@ -536,7 +577,7 @@ Decision JobStateMachine::StopRequested(const std::string& reason,
   record.reason = reason;
   failures_.push_back(record);
   pending_outcome_ = JobOutcome{JobPhase::kStopped, exit_code, reason};
-  awaiting_report_from_ = -1;
+  awaiting_reports_.clear();
   if (phase_ == JobPhase::kWaitingForAgents ||
       phase_ == JobPhase::kRestarting) {
     Finish(*pending_outcome_, decision);  // no worker runs
@@ -580,7 +621,7 @@ Decision JobStateMachine::Fail(FailureRecord failure, int exit_code,
     pending_outcome_.reset();  // restart once the generation is gone
   }
   failures_.push_back(std::move(failure));
-  awaiting_report_from_ = -1;  // the generation fails whatever it reports
+  awaiting_reports_.clear();  // the generation fails whatever they report
   phase_ = JobPhase::kStopping;
   decision.stop_generation = summary;
   MaybeFinish(decision, now);
@@ -596,7 +637,7 @@ void JobStateMachine::Finish(JobOutcome outcome, Decision& decision) {
 void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
   if (phase_ != JobPhase::kRunning && phase_ != JobPhase::kStopping) return;
   if (live_ranks_ > 0) return;
-  if (phase_ == JobPhase::kRunning && awaiting_report_from_ >= 0) return;
+  if (phase_ == JobPhase::kRunning && !awaiting_reports_.empty()) return;
   if (phase_ == JobPhase::kRunning) {
     // Every rank exited on its own, and none failed (a failure would have
     // moved the job to kStopping).

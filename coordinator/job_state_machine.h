@@ -15,6 +15,7 @@
 #include <list>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -255,9 +256,16 @@ class JobStateMachine {
   // an old agent's lease and grace among machines taken over by another.
   TimePoint ReplacementsAllowedAt() const;
   Decision LoseAgent(int machine_rank, const std::string& why, TimePoint now);
+  // Marks a machine lost; returns how many of its ranks were still pending
+  // or running (they are lost with it).
+  int MarkLost(int machine_rank, const std::string& why, TimePoint now);
+  // What losing these machines (machine -> ranks lost with it), found at
+  // one moment, means for the job.
+  Decision AfterLosses(const std::vector<std::pair<int, int>>& lost,
+                       TimePoint now);
   Decision FailForLoss(int machine_rank, const std::string& why, TimePoint now);
-  // A machine lost while the rest of its generation had exited 0 may have
-  // finished too: its agent's report, when it rejoins, decides.
+  // Machines lost while the rest of their generation had exited 0 may have
+  // finished too: their agents' reports, when they rejoin, decide.
   Decision SettleAwaitedReport(TimePoint now);
   Decision Fail(FailureRecord failure, int exit_code, TimePoint now);
   void Finish(JobOutcome outcome, Decision& decision);
@@ -291,9 +299,9 @@ class JobStateMachine {
   int free_restarts_in_a_row_ = 0;
   bool next_restart_is_free_ = false;
   TimePoint restart_not_before_;
-  // The machine whose report on its last workers the job waits for (-1:
-  // none), and until when.
-  int awaiting_report_from_ = -1;
+  // The machines whose reports on their last workers the job waits for,
+  // and until when.
+  std::set<int> awaiting_reports_;
   TimePoint report_deadline_;
   TimePoint rejoin_deadline_;
   std::optional<JobOutcome> outcome_;

@@ -522,6 +522,94 @@ TEST_F(LastSecondLossTest,
   EXPECT_EQ(decision.finished->phase, JobPhase::kFailed);
 }
 
+// A machine whose ranks have all exited 0 has nothing left to lose: its
+// agent cut off afterwards does not fail the job (before: a restart, the
+// whole job run again).
+TEST_F(LastSecondLossTest, AMachineLostAfterItsRanksExitedZeroIsNoFailure) {
+  JobStateMachine job = Registered(0);
+  start_ = Start(job);
+  job.WorkerExited(1, start_.generation, 0, Code(0), now_);
+  job.WorkerExited(1, start_.generation, 1, Code(0), now_);
+  const Decision lost = job.AgentDisconnected(1, now_);
+  EXPECT_FALSE(lost.stop_generation.has_value());
+  EXPECT_FALSE(lost.finished.has_value());
+  job.WorkerExited(0, start_.generation, 0, Code(0), now_);
+  const Decision last =
+      job.WorkerExited(0, start_.generation, 1, Code(0), now_);
+  ASSERT_TRUE(last.finished.has_value());
+  EXPECT_EQ(last.finished->phase, JobPhase::kSucceeded);
+  EXPECT_TRUE(job.failures().empty());
+}
+
+// Two machines cut off together (a switch) after the third's ranks exited
+// 0: both are awaited, and their reports decide.
+class ThreeMachineLastSecondTest : public LastSecondLossTest {
+ protected:
+  JobStateMachine CutOffTwo() {
+    JobSettings settings = Settings(0);
+    settings.num_machines = 3;
+    JobStateMachine job(settings, now_);
+    for (int m = 0; m < 3; ++m) EXPECT_TRUE(job.Register(Agent(m), now_).ok());
+    EXPECT_TRUE(job.Tick(now_).start_generation);
+    start_ = job.StartGeneration(now_);
+    for (int m = 0; m < 3; ++m) {
+      for (int local = 0; local < 2; ++local) {
+        job.WorkerStarted(m, start_.generation, local, 100 * m + local, now_);
+      }
+    }
+    job.Heartbeat(0, now_ + seconds(2));
+    job.WorkerExited(0, start_.generation, 0, Code(0), now_ + seconds(2));
+    job.WorkerExited(0, start_.generation, 1, Code(0), now_ + seconds(2));
+    // Machines 1 and 2 fall silent together: lost in one tick.
+    now_ += seconds(4);
+    job.Heartbeat(0, now_);
+    const Decision lost = job.Tick(now_);
+    EXPECT_EQ(lost.drop_agents, (std::vector<int>{1, 2}));
+    EXPECT_FALSE(lost.stop_generation.has_value());
+    EXPECT_FALSE(lost.finished.has_value());
+    return job;
+  }
+  AgentInfo BackAs(int m, std::vector<int> exit_codes) {
+    AgentInfo agent = Back(exit_codes);
+    const AgentInfo fresh = Agent(m);
+    agent.machine_rank = m;
+    agent.hostname = fresh.hostname;
+    agent.host_id = fresh.host_id;
+    return agent;
+  }
+};
+
+TEST_F(ThreeMachineLastSecondTest, BothReportZeroIsASuccess) {
+  JobStateMachine job = CutOffTwo();
+  ASSERT_TRUE(job.Register(BackAs(2, {0, 0}), now_).ok());
+  EXPECT_FALSE(job.Tick(now_).finished.has_value()) << "machine 1 is awaited";
+  ASSERT_TRUE(job.Register(BackAs(1, {0, 0}), now_).ok());
+  const Decision decision = job.Tick(now_);
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kSucceeded);
+}
+
+TEST_F(ThreeMachineLastSecondTest, OneThatNeverComesBackFailsTheJob) {
+  JobStateMachine job = CutOffTwo();
+  ASSERT_TRUE(job.Register(BackAs(1, {0, 0}), now_).ok());
+  EXPECT_FALSE(job.Tick(now_).finished.has_value());
+  job.Heartbeat(0, now_ + seconds(61));
+  job.Heartbeat(1, now_ + seconds(61));
+  const Decision decision = job.Tick(now_ + seconds(61));
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kFailed);
+  EXPECT_NE(decision.finished->summary.find("machine 2"), std::string::npos)
+      << decision.finished->summary;
+}
+
+TEST_F(ThreeMachineLastSecondTest, AReportedFailureFailsTheJobAtOnce) {
+  JobStateMachine job = CutOffTwo();
+  ASSERT_TRUE(job.Register(BackAs(2, {0, 7}), now_).ok());
+  const Decision decision = job.Tick(now_);
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->exit_code, 7);
+}
+
 // A worker that could not start for want of descriptors or memory (a flood
 // of connections, a greedy neighbour) is the machine's trouble: the job
 // tries again without spending its budget, a few times in a row.
