@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/job_guardian.h"
 #include "agent/orphans.h"
 #include "agent/worker_cgroup.h"
 #include "common/auth_token.h"
@@ -37,6 +38,8 @@ int main(int argc, char** argv) {
   if (auto exit_code = trl::ParseCommandLine(app, argc, argv)) {
     return *exit_code;
   }
+  // Before any thread starts, and before the token is read.
+  trl::StartJobGuardian();
   auto log = trl::ComponentLogger("agent");
   const trl::LocalMachine machine = trl::ReadLocalMachine();
   std::vector<std::string> notes;

@@ -17,6 +17,10 @@ bool ReadProcessLinks(pid_t pid, ProcessLinks* links) {
   if (paren == std::string::npos || paren + 2 > text.size()) return false;
   std::istringstream rest(text.substr(paren + 2));
   rest >> links->state >> links->parent >> links->group;
+  // Fields 6 to 21 (session ... itrealvalue), then 22: starttime.
+  std::string skipped;
+  for (int field = 6; field <= 21 && rest; ++field) rest >> skipped;
+  rest >> links->start_time;
   return static_cast<bool>(rest);
 }
 

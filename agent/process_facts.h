@@ -14,9 +14,13 @@ struct ProcessLinks {
   char state = '?';  // R, S, D, T, Z (zombie), ...
   pid_t parent = -1;
   pid_t group = -1;
+  // Clock ticks after boot: with the pid, names one process for good (a
+  // pid is used again once its process is gone).
+  unsigned long long start_time = 0;
 };
 
-// Parent and process group from /proc/PID/stat; false if it is gone.
+// State, parent, process group and start time from /proc/PID/stat; false
+// if it is gone.
 bool ReadProcessLinks(pid_t pid, ProcessLinks* links);
 
 // Whether `pid` exists and is not a zombie (dead, not yet reaped).

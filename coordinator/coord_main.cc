@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/agent.h"
+#include "agent/job_guardian.h"
 #include "agent/orphans.h"
 #include "agent/worker_cgroup.h"
 #include "common/auth_token.h"
@@ -99,6 +100,8 @@ std::string JobIdentity(const std::vector<std::string>& argv,
 }
 
 int Start(const StartFlags& flags, const std::vector<std::string>& command) {
+  // Before any thread starts, and before the token is read.
+  trl::StartJobGuardian();
   auto log = trl::ComponentLogger("coord");
   const trl::LocalMachine machine = trl::ReadLocalMachine();
   std::vector<std::string> notes;

@@ -4,9 +4,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "agent/worker_cgroup.h"
 #include "tests/integration/launcher_fixture.h"
@@ -277,12 +281,34 @@ TEST_F(LauncherTest, AMachineCutOffInTheLastSecondStillSucceeds) {
       << "the job ran again";
 }
 
+// The guardian process of a daemon (its child named trl-guardian), or 0.
+pid_t GuardianOf(pid_t daemon) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text;
+    std::getline(stat, text);
+    const size_t open = text.find('('), close = text.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 2));
+    char state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent == daemon &&
+        text.substr(open + 1, close - open - 1) == "trl-guardian") {
+      return std::stoi(name);
+    }
+  }
+  return 0;
+}
+
 TEST_F(LauncherTest, WhatAKilledAgentsWorkersLeftIsEndedByTheNextAgent) {
   // A worker starts a daemon that leaves its session and clears its
   // environment; then its agent is killed (SIGKILL: nothing of it runs to
   // clean up). The workers die with it (PR_SET_PDEATHSIG), the daemon does
-  // not. The next agent on the host ends it: it is in the dead agent's
-  // cgroup.
+  // not. With the agent's guardian killed too, the next agent on the host
+  // ends it: it is in the dead agent's cgroup.
   if (Cgroup2MountPoint().empty()) GTEST_SKIP() << "no cgroup2 here";
   const std::vector<std::string> flags = {"--max_restarts", "1", "--no_python"};
   const std::string worker =
@@ -315,6 +341,11 @@ TEST_F(LauncherTest, WhatAKilledAgentsWorkersLeftIsEndedByTheNextAgent) {
     kill(escaped, SIGKILL);
     GTEST_SKIP() << "workers run without a cgroup here: " << cgroup;
   }
+  // Its guardian (job_guardian.h) would end the daemon with the agent:
+  // killed first, it leaves the next agent to do that.
+  const pid_t guardian = GuardianOf(first->pid());
+  ASSERT_GT(guardian, 0) << "the agent has no guardian";
+  kill(guardian, SIGKILL);
   first->Signal(SIGKILL);
   first->Wait(seconds(10));
   ASSERT_TRUE(coord->WaitForOutput("disconnected", seconds(20)))
@@ -325,6 +356,57 @@ TEST_F(LauncherTest, WhatAKilledAgentsWorkersLeftIsEndedByTheNextAgent) {
       << "the escaped daemon outlived its agent and the next one";
   EXPECT_EQ(coord->Wait(seconds(40)), 0) << coord->Output();
   EXPECT_EQ(second->Wait(seconds(40)), 0) << second->Output();
+}
+
+// Where workers get no cgroup (inside `ip netns exec`, a fresh /sys), a
+// daemon that left its session and cleared its environment is found by the
+// agent's guardian, which noted it as the agent's descendant: killed with
+// SIGKILL and never replaced, the agent still leaves nothing behind
+// (invariant 3).
+TEST_F(LauncherTest, WhatAKilledAgentsWorkersLeftEndsWithItWithoutACgroup) {
+  if (geteuid() != 0) GTEST_SKIP() << "hiding the cgroups needs root";
+  const std::vector<std::string> flags = {"--max_restarts", "0", "--no_python"};
+  const std::string worker =
+      "if [ \"$GROUP_RANK\" = 1 ]; then "
+      "env -i setsid sleep 300 </dev/null >/dev/null 2>&1 & "
+      "echo escaped pid $!; fi; exec sleep 60";
+  std::vector<std::string> argv = {
+      "/usr/bin/unshare",
+      "--mount",
+      "--propagation",
+      "private",
+      "/bin/sh",
+      "-c",
+      "mount -t tmpfs none /sys/fs/cgroup && exec \"$@\"",
+      "sh",
+      TRL_AGENT_BIN,
+      "--machine_rank",
+      "1"};
+  for (auto& flag : ClusterFlags(2, 2)) argv.push_back(flag);
+  for (auto& flag : flags) argv.push_back(flag);
+  Subprocess agent(argv);
+  auto coord = StartCoordinator(2, 2, {"/bin/sh", "-c", worker}, flags);
+  ASSERT_TRUE(agent.WaitForOutput("escaped pid", seconds(20)))
+      << agent.Output() << coord->Output();
+  static const std::regex pattern("escaped pid ([0-9]+)");
+  std::smatch match;
+  const std::string out = agent.Stdout();
+  ASSERT_TRUE(std::regex_search(out, match, pattern));
+  const pid_t escaped = std::stoi(match[1]);
+  worker_pids_.insert(escaped);
+  std::ifstream cgroup_file("/proc/" + std::to_string(escaped) + "/cgroup");
+  const std::string cgroup((std::istreambuf_iterator<char>(cgroup_file)),
+                           std::istreambuf_iterator<char>());
+  ASSERT_EQ(cgroup.find("trl-agent-"), std::string::npos)
+      << "the workers got a cgroup after all: " << cgroup;
+  // Noted by the guardian (every second), then the agent is killed.
+  std::this_thread::sleep_for(seconds(2));
+  agent.Signal(SIGKILL);
+  agent.Wait(seconds(10));
+  EXPECT_TRUE(WaitUntil([&] { return !Running(escaped); }, seconds(5)))
+      << "the escaped daemon outlived its agent";
+  coord->Signal(SIGTERM);
+  coord->Wait(seconds(40));
 }
 
 }  // namespace
