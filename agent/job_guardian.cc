@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <map>
@@ -19,6 +20,8 @@
 
 namespace trl {
 namespace {
+
+std::atomic<pid_t> guardian_pid{0};
 
 using Noted = std::map<pid_t, unsigned long long>;  // pid -> start time
 
@@ -154,7 +157,10 @@ bool StartJobGuardian(std::chrono::milliseconds interval) {
   // The write end stays open for as long as this process lives (and only
   // here: close-on-exec keeps it from the workers).
   close(death_pipe[0]);
+  guardian_pid = pid;
   return true;
 }
+
+pid_t JobGuardianPid() { return guardian_pid.load(); }
 
 }  // namespace trl

@@ -13,6 +13,8 @@
 #ifndef TRL_AGENT_JOB_GUARDIAN_H_
 #define TRL_AGENT_JOB_GUARDIAN_H_
 
+#include <sys/types.h>
+
 #include <chrono>
 
 namespace trl {
@@ -21,6 +23,9 @@ namespace trl {
 // starts (a fork copies only the calling thread). Returns whether it runs.
 bool StartJobGuardian(
     std::chrono::milliseconds interval = std::chrono::seconds(1));
+
+// The guardian's pid, or 0 when none was started.
+pid_t JobGuardianPid();
 
 }  // namespace trl
 

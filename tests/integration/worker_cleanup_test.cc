@@ -18,14 +18,17 @@ namespace {
 
 using std::chrono::seconds;
 
-// Starts a worker that leaves a daemon (own session, ignores SIGTERM) and
-// exits; returns the daemon's pid.
+// Starts a worker that leaves a daemon (own session, ignores SIGTERM,
+// started through `prefix`, e.g. "env -i") and exits; returns the
+// daemon's pid.
 pid_t RunWorkerThatLeavesADaemon(const std::string& cgroup_procs,
-                                 const std::string& pid_file) {
+                                 const std::string& pid_file,
+                                 const std::string& prefix = "") {
   WorkerSpec spec;
   spec.executable = "/bin/sh";
   spec.argv = {"/bin/sh", "-c",
-               "setsid sh -c 'trap \"\" TERM; echo $$ > " + pid_file +
+               prefix + " setsid" + " sh -c 'trap \"\" TERM; echo $$ > " +
+                   pid_file +
                    "; exec sleep 60' </dev/null >/dev/null 2>&1 & wait_for=50; "
                    "while [ ! -s " +
                    pid_file +
@@ -66,17 +69,41 @@ TEST(WorkerCleanupTest, CgroupKillEndsADaemonThatLeftItsSession) {
   unlink(pid_file.c_str());
 }
 
-TEST(WorkerCleanupTest, SubreaperKillsOrphansOfTheGenerationOnly) {
+TEST(WorkerCleanupTest, SubreaperKillsWhatWorkersLeft) {
+  // A daemon of generation 7 that left its session, reparented to us: at
+  // the end of any generation, nothing of a worker's may run on.
   BecomeChildSubreaper();
   const std::string pid_file =
       ::testing::TempDir() + "/trl-daemon-sr-" + std::to_string(getpid());
   const pid_t daemon = RunWorkerThatLeavesADaemon("", pid_file);
   ASSERT_GT(daemon, 0);
   ASSERT_TRUE(testing::ProcessExists(daemon));
-  EXPECT_EQ(KillOrphansOfGeneration("cleanup-test", 8), 0);  // not ours
-  EXPECT_TRUE(testing::ProcessExists(daemon));
+  EXPECT_EQ(KillOrphansOfGeneration("cleanup-test", 8), 1);
+  EXPECT_FALSE(testing::ProcessExists(daemon));
+  unlink(pid_file.c_str());
+}
+
+TEST(WorkerCleanupTest, SubreaperKillsADaemonThatClearedItsEnvironment) {
+  // Left its session and cleared its environment: nothing says which
+  // generation it was, but no child of ours outside our process group is
+  // ours to keep. A child in our own group (an NCCL helper) is.
+  BecomeChildSubreaper();
+  const pid_t own = fork();
+  ASSERT_GE(own, 0);
+  if (own == 0) {
+    execl("/bin/sleep", "sleep", "30", nullptr);
+    _exit(127);
+  }
+  const std::string pid_file =
+      ::testing::TempDir() + "/trl-daemon-env-" + std::to_string(getpid());
+  const pid_t daemon = RunWorkerThatLeavesADaemon("", pid_file, "env -i");
+  ASSERT_GT(daemon, 0);
+  ASSERT_TRUE(testing::ProcessExists(daemon));
   EXPECT_EQ(KillOrphansOfGeneration("cleanup-test", 7), 1);
   EXPECT_FALSE(testing::ProcessExists(daemon));
+  EXPECT_TRUE(testing::ProcessExists(own)) << "our own child was killed";
+  kill(own, SIGKILL);
+  waitpid(own, nullptr, 0);
   unlink(pid_file.c_str());
 }
 
