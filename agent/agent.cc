@@ -104,9 +104,13 @@ bool Agent::WaitForCoordinator(
         now - *refused_since > std::chrono::seconds(5)) {
       Log()->error(
           "cannot authenticate with the coordinator at {}: its port answers "
-          "but the TLS handshake fails (its token differs from this agent's, "
-          "or it is not a trl-coord); nothing was sent to it",
-          target);
+          "but the TLS handshake fails ({}); nothing was sent to it",
+          target,
+          options_.identity
+              ? "its token differs from this agent's, or it is not a trl-coord"
+              : "its certificate is not signed by --tls_ca (or, without "
+                "--tls_ca, by a CA of this system), its name is not the "
+                "address dialled, or it wants a client certificate");
       *refused = true;
       return false;
     }

@@ -322,6 +322,12 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       agent_options.identity = identity;
     } else {
       agent_options.auth_token = *auth_token;
+      // One-way TLS (a certificate, no --tls_ca): machine 0's agent and
+      // its workers trust the coordinator's own certificate (self-signed,
+      // or a file with its chain up to the root).
+      if (!o.tls_cert.empty() && o.tls_ca.empty()) {
+        agent_options.tls_ca = o.tls_cert;
+      }
     }
     // The coordinator is in this very process: no need to wait long.
     agent_options.connect_timeout = std::chrono::seconds(30);

@@ -22,7 +22,7 @@ class TlsTest : public LauncherTest {
     ready_ = access("/usr/bin/openssl", X_OK) == 0 && MakeCa("ca1") &&
              MakeCa("ca2") && MakeLeaf("server", "ca1", true) &&
              MakeLeaf("agent", "ca1", false) &&
-             MakeLeaf("intruder", "ca2", false);
+             MakeLeaf("intruder", "ca2", false) && MakeSelfSigned("self");
   }
   static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
 
@@ -55,6 +55,15 @@ class TlsTest : public LauncherTest {
                 "-CA", File(ca + ".pem"), "-CAkey", File(ca + ".key"),
                 "-CAcreateserial", "-out", File(name + ".pem"), "-days", "2",
                 "-extfile", File(name + ".ext")});
+  }
+  // A server certificate that is its own root (what `openssl req -x509`
+  // makes for one-way TLS), for 127.0.0.1.
+  static bool MakeSelfSigned(const std::string& name) {
+    return Run({"/usr/bin/openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+                File(name + ".key"), "-out", File(name + ".pem"), "-days", "2",
+                "-subj", "/CN=" + name, "-addext",
+                "subjectAltName=IP:127.0.0.1"});
   }
   static std::vector<std::string> Tls(const std::string& leaf,
                                       const std::string& ca) {
@@ -114,6 +123,21 @@ TEST_F(TlsTest, WorkersUseTheStoreOverMutualTls) {
             std::string::npos)
       << coord->Output();
   EXPECT_NE(coord->Output().find("step 5/5 loss"), std::string::npos);
+}
+
+// One-way TLS: the coordinator has a certificate and asks for none; the
+// other machines' agents verify it with --tls_ca. Machine 0's agent and its
+// workers (in the coordinator's process, with no --tls_ca) trust the
+// coordinator's own certificate.
+TEST_F(TlsTest, OneWayTlsJobRuns) {
+  auto agent = StartAgent(2, 2, 1, {"--tls_ca", File("self.pem")});
+  auto coord = StartCoordinator(
+      2, 2, {TRL_DEMO_TRAIN_BIN, "--max_steps", "3", "--output_dir", dir_},
+      {"--tls_cert", File("self.pem"), "--tls_key", File("self.key")});
+  ASSERT_EQ(coord->Wait(seconds(60)), 0) << coord->Output() << agent->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+  EXPECT_NE(coord->Output().find("step 3/3 loss"), std::string::npos)
+      << coord->Output();
 }
 
 TEST_F(TlsTest, AgentsWithoutAGoodCertificateNeverRegister) {
