@@ -69,12 +69,23 @@
 # Exit: 0 all invariants held, 1 a violation (or the nemesis itself broke),
 # 77 skipped (no root/netns).
 #
-# Teeth (scripts/mutants.sh, mutant nemesis-replacement-before-old-lease):
-# with coordinator/job_state_machine.cc's ReadyToStart ending in
-# "return true;" (another host gets a lost machine's ranks at once),
-#   nemesis.sh BUILD --seed 1 --seconds 30 --only cross_host_takeover
-# fails with "VIOLATION I1: generation G rank R (pid P on node0X) alive at
-# T (last seen alive by the watcher), after generation G+1 started".
+# Teeth, tried and NOT caught so far (scripts/mutants.sh has a "nemesis"
+# kind for a mutant it does catch; none is listed):
+#  - coordinator/job_state_machine.cc ReadyToStart ending in "return true;"
+#    (another host gets a lost machine's ranks at once):
+#      nemesis.sh BUILD --seed 1 --seconds 30 --only cross_host_takeover
+#    passes (7 generations instead of 3: the ranks do move at once). The
+#    test hosts share one PID namespace, so the replacement agent's sweep of
+#    stale workers (agent/stale_workers.cc: processes with the same
+#    TRL_LAUNCH_COORDINATOR and GROUP_RANK), which on a real cluster sees
+#    only its own host, kills the frozen old agent and its workers on the
+#    other test host before it takes the ranks. Catching it needs a PID
+#    namespace per test host (or agents that dial the coordinator by
+#    another address per host: NAT, which this machine lacks).
+#  - "if (live_ranks_ > 0) return;" weakened to "... && phase_ ==
+#    JobPhase::kRunning" (restart before the old generation ended):
+#      nemesis.sh BUILD --seed 1 --seconds 30 --only worker_crash,stop_agent_short,stop_agent_long
+#    passes: workers end on SIGTERM within milliseconds.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S] [--only K,...]}" && pwd)
