@@ -19,6 +19,12 @@
 #           script must exit non-zero and print that check's FAIL line.
 #   fuzz    config_fuzzer built with -DTRL_FUZZ_SELFTEST_CRASH=ON aborts on
 #           every input; scripts/fuzz.sh must fail.
+#   nemesis sed on a C++ source, rebuild, tests/nemesis/nemesis.sh with the
+#           given arguments (one short job, a few faults; it passes on the
+#           unchanged copy first: baseline) must exit 1 and print the
+#           checker's VIOLATION line expected. Needs root (test hosts).
+#           None is listed yet: see the header of tests/nemesis/nemesis.sh
+#           (Teeth) for the two tried, which the nemesis did not catch.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 quick=0 list=0
@@ -31,8 +37,9 @@ for arg in "$@"; do
   esac
 done
 
-# NAME ~ KIND ~ FILE ~ SED EXPRESSION ~ TEST (cxx: ctest name; script: the
-# script's arguments after BUILD_DIR, then "::" and the FAIL line expected)
+# NAME ~ KIND ~ FILE ~ SED EXPRESSION ~ TEST (cxx: ctest name; script and
+# nemesis: the script's arguments after BUILD_DIR, then "::" and the FAIL or
+# VIOLATION line expected)
 # ~ slow (left out by --quick)
 mutants=(
   "pdeathsig-removed~cxx~agent/worker_process.cc~s/prctl(PR_SET_PDEATHSIG, SIGKILL);/(void)0;/~LauncherTest.KilledAgentFailsTheJobAndItsWorkersDie~"
@@ -90,6 +97,27 @@ for m in "${selected[@]}"; do
   IFS='~' read -r name kind file expr test slow <<<"$m"
   [ "$kind" = cxx ] && baseline+=("$test")
 done
+kept=()
+for m in "${selected[@]}"; do
+  IFS='~' read -r name kind file expr test slow <<<"$m"
+  if [ "$kind" = nemesis ]; then
+    # The same run on the unchanged copy passes (else it would "catch"
+    # anything). Without root it skips (77): so does the mutant, saying so
+    # (under CI=true the nemesis fails instead, and so does this).
+    echo "== baseline: nemesis.sh ${test%%::*} on the unchanged copy"
+    # shellcheck disable=SC2086
+    timeout 300 bash "$tree/tests/nemesis/nemesis.sh" "$tree/build" ${test%%::*} \
+      >"$logs/baseline-$name.log" 2>&1
+    rc=$?
+    if [ $rc = 77 ]; then
+      echo "SKIP: $name: $(tail -1 "$logs/baseline-$name.log")"
+      continue
+    fi
+    [ $rc = 0 ] || { echo "FAIL: nemesis.sh ${test%%::*} fails without any mutant (see $logs/baseline-$name.log)"; exit 1; }
+  fi
+  kept+=("$m")
+done
+selected=("${kept[@]}")
 if [ ${#baseline[@]} -gt 0 ]; then
   regex="^($(IFS='|'; echo "${baseline[*]}"))\$"
   echo "== baseline: ${#baseline[@]} tests on the unchanged copy"
@@ -138,6 +166,19 @@ for m in "${selected[@]}"; do
           verdict="caught by $file ($expected)"
         else
           verdict="NOT CAUGHT: $file failed, but not with '$expected' (see $log)"
+        fi
+        ;;
+      nemesis)
+        args=${test%%::*} expected=${test#*::}
+        if ! cmake --build "$tree/build" -j2 >"$log" 2>&1; then
+          verdict="DOES NOT BUILD (see $log)"
+        # shellcheck disable=SC2086
+        elif timeout 300 bash "$tree/tests/nemesis/nemesis.sh" "$tree/build" $args >>"$log" 2>&1; then
+          verdict="NOT CAUGHT by nemesis.sh $args"
+        elif grep -qF "$expected" "$log"; then
+          verdict="caught by nemesis.sh $args ($(grep -m1 -oF "$expected" "$log"))"
+        else
+          verdict="NOT CAUGHT: nemesis.sh failed, but not with '$expected' (see $log)"
         fi
         ;;
       fuzz)

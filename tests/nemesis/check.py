@@ -10,7 +10,7 @@ Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
            older GEN RANK PID HOST TIME OLD_GEN OLD_RANK OLD_PID
            end   GEN RANK PID HOST TIME CODE          (CODE 0, 1 or term)
   gone     gone PID LAST_SEEN_ALIVE FIRST_SEEN_GONE   (the watcher)
-  daemons  daemon NAME ROLE HOST PID TIME             (ROLE coord or agent)
+  daemons  daemon NAME ROLE HOST PID TIME [MACHINE_RANK] (ROLE coord or agent)
            exit NAME PID RC TIME
            hung NAME PID TIME                         (killed at the deadline)
            killed NAME PID TIME                       (SIGKILLed by the nemesis)
@@ -18,6 +18,8 @@ Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
   after    proc HOST PID CMDLINE...   (alive on a test host after the job)
            worker PID CMDLINE...      (a worker pid of the job still alive)
            port HOST PROTO PORT       (the coordinator's port still bound)
+  NAME.err what daemon NAME wrote to stderr (read for coordinators: the
+           generation a full disk kept from starting)
 
 Invariants:
   I1  never two generations' workers alive at once: no worker of generation
@@ -30,13 +32,22 @@ Invariants:
       rank
   I3  after the job nothing of it is left: no process on any test host, no
       worker pid alive, the coordinator's port free
-  I4  on each host, the generations its workers started in only increase
+  I4  on each host, the generations its workers started in only increase;
+      when a coordinator said "cannot keep the job's state, so generation N
+      does not start" and no coordinator was started after it, no worker of
+      generation N or later started
   I5  the job's exit code (the last coordinator's) is 0 exactly when every
-      rank of the final generation exited 0; then every last agent exits 0
-      (a daemon the nemesis killed, and did not replace, is not judged)
+      rank of the final generation exited 0; then the last agent of every
+      machine rank (of every host, for daemon lines without one) exits 0 (a
+      daemon the nemesis killed, and did not replace, is not judged). A
+      coordinator that said generation N cannot be kept exits 1 and names
+      the file it could not write; it may exit 1 although every rank of the
+      final generation N-1 exited 0 (it had taken one for lost, and a full
+      disk kept the restart from starting)
   I6  the job and every daemon ended within the job's time limit; none hung
 """
 import os
+import re
 import sys
 from collections import defaultdict
 
@@ -82,7 +93,8 @@ def check_job(d):
     daemons, exits, hung, killed = [], {}, [], set()
     for f in read_lines(os.path.join(d, "daemons")):
         if f[0] == "daemon":
-            daemons.append(dict(name=f[1], role=f[2], host=f[3], pid=int(f[4]), t=float(f[5])))
+            daemons.append(dict(name=f[1], role=f[2], host=f[3], pid=int(f[4]), t=float(f[5]),
+                                machine=f[6] if len(f) > 6 else None))
         elif f[0] == "exit":
             exits[f[1]] = dict(pid=int(f[2]), rc=int(f[3]), t=float(f[4]))
         elif f[0] == "hung":
@@ -90,6 +102,21 @@ def check_job(d):
         elif f[0] == "killed":
             killed.add(f[1])
     after = read_lines(os.path.join(d, "after"))
+    # What each coordinator said about a generation it could not keep.
+    unkept = {}  # name -> (generation, the line)
+    pattern = re.compile(r"cannot keep the job's state, so generation (\d+) does not start")
+    for dm in daemons:
+        if dm["role"] != "coord":
+            continue
+        try:
+            with open(os.path.join(d, dm["name"] + ".err"), errors="replace") as f:
+                for line in f:
+                    m = pattern.search(line)
+                    if m:
+                        unkept[dm["name"]] = (int(m.group(1)), line.strip())
+                        break
+        except FileNotFoundError:
+            pass
 
     gens = defaultdict(list)
     for s in starts:
@@ -163,12 +190,26 @@ def check_job(d):
                                                       a["gen"], a["rank"], a["pid"], a["t"]))
                 break
 
+    # I4: a generation that could not be kept did not start.
+    for name, (gen, line) in sorted(unkept.items()):
+        dm = next(dm for dm in daemons if dm["name"] == name)
+        if any(o["role"] == "coord" and o["t"] > dm["t"] for o in daemons):
+            continue  # restarted: the next coordinator may start it
+        late = sorted((s for s in starts if s["gen"] >= gen), key=lambda s: s["t"])
+        if late:
+            s = late[0]
+            bad("I4", "%s said generation %d does not start (its state could not be kept), but "
+                "generation %d rank %d started (pid %d on %s at %.3f)" %
+                (name, gen, s["gen"], s["rank"], s["pid"], s["host"], s["t"]))
+
     # I5: the exit code matches what the workers did.
     final_ok = final_complete and all(
         ends.get(s["pid"], {}).get("code") == "0" for s in gens[final])
     last = {}
     for dm in sorted(daemons, key=lambda dm: dm["t"]):
-        last[(dm["role"], dm["host"])] = dm
+        who = dm["host"] if dm["role"] == "coord" or dm["machine"] is None else \
+            "machine rank " + dm["machine"]
+        last[(dm["role"], who)] = dm
     coords = [dm for k, dm in last.items() if k[0] == "coord"]
     for dm in coords:
         ex = exits.get(dm["name"])
@@ -176,6 +217,16 @@ def check_job(d):
             continue  # I6 reports it
         if dm["name"] in killed and ex["rc"] == 137:
             continue  # the nemesis killed it and did not replace it
+        said = unkept.get(dm["name"])
+        if said is not None:
+            if ex["rc"] != 1:
+                bad("I5", "%s said generation %d cannot be kept, but exited %d, not 1" %
+                    (dm["name"], said[0], ex["rc"]))
+            if not re.search(r"cannot write /\S+", said[1]):
+                bad("I5", "%s did not name the file it could not write: %s" %
+                    (dm["name"], said[1]))
+            if final_ok and said[0] == final + 1 and ex["rc"] == 1:
+                continue  # a restart a full disk kept from starting
         if final_ok and ex["rc"] != 0:
             bad("I5", "every rank of the final generation %d exited 0, but the job (%s, pid %d) "
                 "exited %d" % (final, dm["name"], dm["pid"], ex["rc"]))
@@ -197,8 +248,8 @@ def check_job(d):
             if dm["name"] in killed and ex is not None and ex["rc"] == 137:
                 continue  # killed after the job ended, not replaced
             if k[0] == "agent" and ex is not None and ex["rc"] != 0:
-                bad("I5", "the job succeeded, but the last agent on %s (%s, pid %d) exited %d" %
-                    (dm["host"], dm["name"], dm["pid"], ex["rc"]))
+                bad("I5", "the job succeeded, but the last agent of %s (%s on %s, pid %d) "
+                    "exited %d" % (k[1], dm["name"], dm["host"], dm["pid"], ex["rc"]))
 
     # I6: bounded.
     deadline = job["start"] + job["limit"]

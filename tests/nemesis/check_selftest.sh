@@ -132,5 +132,71 @@ sed -i '/^exit agent3.2 /d' "$work/hung/daemons"
 echo "hung agent3.2 13 1059.0" >>"$work/hung/daemons"
 expect hung I6
 
+# Machine ranks (daemon lines with a 7th field): machine rank 1 taken over
+# from node02 by node04 (the old agent killed, the first replacement refused
+# with exit 2 and started again); judged per machine rank, not per host.
+takeover() {
+  local d=$1; good "$d"
+  cat >"$d/daemons" <<'EOF'
+daemon coord1 coord node01 10 999.0 0
+daemon agent1.1 agent node02 11 999.0 1
+daemon agent2.1 agent node03 12 999.0 2
+killed agent1.1 11 1002.0
+exit agent1.1 11 137 1002.0
+daemon agent1.2 agent node04 13 1002.1 1
+exit agent1.2 13 2 1002.3
+daemon agent1.3 agent node04 14 1002.8 1
+exit agent1.3 14 0 1010.0
+exit agent2.1 12 0 1010.0
+exit coord1 10 0 1010.1
+EOF
+}
+takeover "$work/takeover"; expect takeover pass
+takeover "$work/takeover_failed"
+sed -i 's/^exit agent1.3 14 0 /exit agent1.3 14 1 /' "$work/takeover_failed/daemons"
+expect takeover_failed I5
+
+# A full disk: the coordinator could not keep generation 2 (after rank 3 of
+# generation 1 crashed), said so naming the file, and exited 1.
+unkept() {
+  local d=$1; good "$d"
+  sed -i 's/^end 1 3 203 node02 1009.13 0/end 1 3 203 node02 1009.13 1/' "$d/records"
+  sed -i 's/^exit coord1 10 0 /exit coord1 10 1 /' "$d/daemons"
+  echo "[coord] [warning] stopping generation 1: cannot keep the job's state, so generation 2 does not start (a restarted coordinator would not know of it): cannot write /tmp/x/statefs/job1.state: No space left on device" >"$d/coord1.err"
+}
+unkept "$work/unkept"; expect unkept pass
+# ... but generation 2 started all the same.
+unkept "$work/unkept_started"
+echo "start 2 0 300 node01 1009.50 6 job1" >>"$work/unkept_started/records"
+echo "end 2 0 300 node01 1009.60 term" >>"$work/unkept_started/records"
+expect unkept_started I4
+# ... which a coordinator started again on the state file may do.
+unkept "$work/unkept_restarted"
+sed -i 's/^exit coord1 10 1 1010.1/exit coord1 10 137 1009.3/' "$work/unkept_restarted/daemons"
+echo "killed coord1 10 1009.3" >>"$work/unkept_restarted/daemons"
+echo "daemon coord2 coord node01 15 1009.4" >>"$work/unkept_restarted/daemons"
+echo "exit coord2 15 1 1010.2" >>"$work/unkept_restarted/daemons"
+echo "start 2 0 300 node01 1009.50 6 job1" >>"$work/unkept_restarted/records"
+echo "end 2 0 300 node01 1009.60 1" >>"$work/unkept_restarted/records"
+expect unkept_restarted pass
+# ... exiting otherwise than 1, or without naming the file.
+unkept "$work/unkept_rc"
+sed -i 's/^exit coord1 10 1 /exit coord1 10 3 /' "$work/unkept_rc/daemons"
+expect unkept_rc I5
+unkept "$work/unkept_unnamed"
+sed -i 's/: cannot write .*/: disk trouble/' "$work/unkept_unnamed/coord1.err"
+expect unkept_unnamed I5
+# Every rank of generation 1 exited 0, but the coordinator had taken one for
+# lost and could not keep the restart: exit 1 is right, since it said so...
+unkept "$work/unkept_after_success"
+sed -i 's/^end 1 3 203 node02 1009.13 1/end 1 3 203 node02 1009.13 0/' "$work/unkept_after_success/records"
+expect unkept_after_success pass
+# ... and wrong if it said nothing (wrong_rc_fail above), or named another
+# generation.
+unkept "$work/unkept_other_generation"
+sed -i 's/^end 1 3 203 node02 1009.13 1/end 1 3 203 node02 1009.13 0/' "$work/unkept_other_generation/records"
+sed -i 's/so generation 2 does not start/so generation 5 does not start/' "$work/unkept_other_generation/coord1.err"
+expect unkept_other_generation I5
+
 [ $fail = 0 ] && echo "PASS: the checker caught every broken invariant"
 exit $fail
