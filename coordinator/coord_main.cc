@@ -2,9 +2,11 @@
 // job; `ps` shows a running job. Parses flags, builds objects, wires them.
 #include <fcntl.h>
 #include <openssl/sha.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -32,6 +34,7 @@
 #include "common/tls_credentials.h"
 #include "common/trl_arguments.h"
 #include "common/worker_command.h"
+#include "coordinator/connection_limits.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/job_state_file.h"
@@ -261,6 +264,19 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       *server_credentials, identity ? nullptr : store.service(),
       idle_connection_ms, /*peer_identity=*/identity.has_value());
   if (!server.ok()) return Fail(std::string(server.status().message()));
+  // At most 64 connections from one address and half the descriptors in
+  // all, on each port (connection_limits.h); registered agents are kept.
+  std::vector<int> governed_ports = {(*server)->port()};
+  if (store_server) governed_ports.push_back(store_server->port());
+  rlimit open_files{};
+  getrlimit(RLIMIT_NOFILE, &open_files);
+  trl::ConnectionLimits limits;
+  limits.total = static_cast<int>(std::clamp<rlim_t>(
+      open_files.rlim_cur == RLIM_INFINITY ? 65536 : open_files.rlim_cur / 2,
+      256, 65536));
+  trl::ConnectionGovernor governor(
+      governed_ports, limits, [&core] { return core.AgentPeers(); },
+      std::chrono::milliseconds(200));
   // Heartbeats as UDP datagrams on the same port, if it can be bound.
   std::unique_ptr<trl::UdpHeartbeatServer> udp_heartbeats;
   if (!o.no_udp_heartbeats) {

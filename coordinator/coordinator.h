@@ -89,6 +89,9 @@ class Coordinator {
 
   trl::launch::v1::JobStatus Status() const;
   const std::string& job_id() const { return options_.job_id; }
+  // Where the registered agents' connections come from, "ADDRESS:PORT"
+  // ("[ADDRESS]:PORT" for IPv6): connection caps never cut these.
+  std::set<std::string> AgentPeers() const;
 
   // Offers heartbeats over UDP on `port` to agents that register from now
   // on; `random_bytes(n)` gives each stream its session and key.

@@ -197,5 +197,40 @@ TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
   RememberWorkerPids(coord->Stdout() + agent->Stdout());
 }
 
+// gRPC 1.51 has no cap on connections: a peer holds a descriptor per
+// connection until its handshake times out. The coordinator keeps at most
+// 64 from one address (coordinator/connection_limits.h), the oldest, and
+// never a registered agent's: here the flood comes from machine 0's own
+// address, where its agent is.
+TEST_F(LauncherTest, OneAddressHoldsAtMost64Connections) {
+  auto coord = StartCoordinator(2, 2, Worker());
+  ASSERT_TRUE(coord->WaitForOutput("machine 0 registered", seconds(10)))
+      << coord->Output();
+  std::vector<int> flood;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = ConnectAndSend(port_, "");
+    ASSERT_GE(fd, 0);
+    flood.push_back(fd);
+  }
+  auto closed = [&] {
+    int count = 0;
+    for (int fd : flood) {
+      pollfd readable{fd, POLLIN, 0};
+      if (poll(&readable, 1, 0) > 0) ++count;
+    }
+    return count;
+  };
+  // Well before the 5 s handshake timeout would close them all.
+  // 64 from 127.0.0.1: machine 0's agent's stream and the 63 oldest.
+  ASSERT_TRUE(WaitUntil([&] { return closed() >= 137; }, seconds(3)))
+      << closed() << " of 200 closed";
+  EXPECT_EQ(closed(), 137) << "more than the newest 137 were closed";
+  for (int fd : flood) close(fd);
+  auto agent = StartAgent(2, 2, 1);
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+  RememberWorkerPids(coord->Stdout() + agent->Stdout());
+}
+
 }  // namespace
 }  // namespace trl::testing

@@ -1,0 +1,207 @@
+#include "coordinator/connection_limits.h"
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unordered_set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace trl {
+
+std::vector<uint64_t> ConnectionsToCut(
+    const std::vector<PortConnection>& connections,
+    const std::set<std::string>& protected_peers, ConnectionLimits limits) {
+  std::map<std::string, std::vector<const PortConnection*>> by_address;
+  for (const auto& connection : connections) {
+    by_address[connection.peer_address].push_back(&connection);
+  }
+  std::vector<uint64_t> cut;
+  std::vector<const PortConnection*> kept_unprotected;
+  int kept = 0;
+  for (auto& [address, group] : by_address) {
+    std::sort(group.begin(), group.end(), [](auto* a, auto* b) {
+      return a->socket_inode < b->socket_inode;
+    });
+    int kept_here = 0;
+    for (const PortConnection* c : group) {
+      if (protected_peers.count(c->peer)) ++kept_here;
+    }
+    for (const PortConnection* c : group) {
+      if (protected_peers.count(c->peer)) continue;
+      if (kept_here < limits.per_peer) {
+        ++kept_here;
+        kept_unprotected.push_back(c);
+      } else {
+        cut.push_back(c->socket_inode);
+      }
+    }
+    kept += kept_here;
+  }
+  // Over the total: the newest of the rest go.
+  std::sort(kept_unprotected.begin(), kept_unprotected.end(),
+            [](auto* a, auto* b) { return a->socket_inode > b->socket_inode; });
+  for (const PortConnection* c : kept_unprotected) {
+    if (kept <= limits.total) break;
+    cut.push_back(c->socket_inode);
+    --kept;
+  }
+  return cut;
+}
+
+namespace {
+
+// "0100007F:1F90" (IPv4, little-endian words) or 32 hex digits (IPv6).
+bool ParseProcAddress(const std::string& text, bool v6, std::string* address,
+                      int* port) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string hex = text.substr(0, colon);
+  if (!absl::SimpleHexAtoi(text.substr(colon + 1), port)) return false;
+  unsigned char bytes[16];
+  const size_t words = v6 ? 4 : 1;
+  if (hex.size() != words * 8) return false;
+  for (size_t w = 0; w < words; ++w) {
+    uint32_t word = 0;
+    if (!absl::SimpleHexAtoi(hex.substr(w * 8, 8), &word)) return false;
+    // The kernel prints each 32-bit word in host (little-endian) order.
+    for (int b = 0; b < 4; ++b) bytes[w * 4 + b] = (word >> (8 * b)) & 0xff;
+  }
+  char out[INET6_ADDRSTRLEN] = {};
+  if (!v6) {
+    inet_ntop(AF_INET, bytes, out, sizeof(out));
+    *address = out;
+    return true;
+  }
+  static const unsigned char kMapped[12] = {0, 0, 0, 0, 0,    0,
+                                            0, 0, 0, 0, 0xff, 0xff};
+  if (std::equal(kMapped, kMapped + 12, bytes)) {
+    inet_ntop(AF_INET, bytes + 12, out, sizeof(out));
+    *address = out;
+    return true;
+  }
+  inet_ntop(AF_INET6, bytes, out, sizeof(out));
+  *address = out;
+  return true;
+}
+
+void ReadTable(const char* path, bool v6, int port,
+               std::vector<PortConnection>* out) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues, timer, retransmits, uid,
+        timeout, inode;
+    fields >> slot >> local >> remote >> state >> queues >> timer >>
+        retransmits >> uid >> timeout >> inode;
+    if (!fields || state != "01") continue;  // 01: ESTABLISHED
+    std::string local_address, peer_address;
+    int local_port = 0, peer_port = 0;
+    if (!ParseProcAddress(local, v6, &local_address, &local_port) ||
+        local_port != port ||
+        !ParseProcAddress(remote, v6, &peer_address, &peer_port)) {
+      continue;
+    }
+    PortConnection connection;
+    if (!absl::SimpleAtoi(inode, &connection.socket_inode) ||
+        connection.socket_inode == 0) {
+      continue;
+    }
+    connection.peer_address = peer_address;
+    connection.peer = peer_address.find(':') == std::string::npos
+                          ? absl::StrCat(peer_address, ":", peer_port)
+                          : absl::StrCat("[", peer_address, "]:", peer_port);
+    out->push_back(std::move(connection));
+  }
+}
+
+}  // namespace
+
+std::vector<PortConnection> ReadPortConnections(int port) {
+  std::vector<PortConnection> connections;
+  ReadTable("/proc/net/tcp", false, port, &connections);
+  ReadTable("/proc/net/tcp6", true, port, &connections);
+  return connections;
+}
+
+int CutSockets(const std::vector<uint64_t>& inodes) {
+  if (inodes.empty()) return 0;
+  const std::unordered_set<uint64_t> wanted(inodes.begin(), inodes.end());
+  int found = 0;
+  std::error_code error;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/fd", error)) {
+    char target[64] = {};
+    const ssize_t n =
+        readlink(entry.path().c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    const std::string link(target, n);
+    uint64_t inode = 0;
+    if (link.rfind("socket:[", 0) != 0 || link.back() != ']' ||
+        !absl::SimpleAtoi(link.substr(8, link.size() - 9), &inode) ||
+        !wanted.count(inode)) {
+      continue;
+    }
+    int fd = 0;
+    if (absl::SimpleAtoi(entry.path().filename().string(), &fd) &&
+        shutdown(fd, SHUT_RDWR) == 0) {
+      ++found;
+    }
+  }
+  return found;
+}
+
+ConnectionGovernor::ConnectionGovernor(
+    std::vector<int> ports, ConnectionLimits limits,
+    std::function<std::set<std::string>()> protected_peers,
+    std::chrono::milliseconds interval)
+    : ports_(std::move(ports)),
+      limits_(limits),
+      protected_peers_(std::move(protected_peers)),
+      interval_(interval),
+      thread_([this] { Run(); }) {}
+
+ConnectionGovernor::~ConnectionGovernor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wakeup_.notify_all();
+  thread_.join();
+}
+
+void ConnectionGovernor::Run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wakeup_.wait_for(lock, interval_, [this] { return stop_; })) {
+    lock.unlock();
+    std::vector<uint64_t> cut;
+    std::set<std::string> keep;
+    bool asked = false;
+    for (int port : ports_) {
+      const auto connections = ReadPortConnections(port);
+      // Cheap while nothing is near a cap: the agents' peers are asked for
+      // only when something would be cut.
+      if (static_cast<int>(connections.size()) <= limits_.per_peer) continue;
+      if (!asked) {
+        keep = protected_peers_();
+        asked = true;
+      }
+      for (uint64_t inode : ConnectionsToCut(connections, keep, limits_)) {
+        cut.push_back(inode);
+      }
+    }
+    cut_ += CutSockets(cut);
+    lock.lock();
+  }
+}
+
+}  // namespace trl

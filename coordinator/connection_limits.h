@@ -1,0 +1,81 @@
+// Caps on the TCP connections to one of the coordinator's ports: at most
+// `per_peer` from one address and `total` in all. gRPC 1.51 has no such
+// cap, and a peer without the token holds a descriptor until its handshake
+// times out (5 s) or, with the token, until its connection idles out: a
+// flood of them used up the coordinator's descriptors. Over a cap, the
+// newest connections go (the kernel numbers sockets in the order they are
+// made), never one of a registered agent's.
+//
+// ConnectionsToCut is the pure rule; ConnectionGovernor applies it to the
+// process's own sockets (/proc/net/tcp*, /proc/self/fd) with shutdown(2).
+#ifndef TRL_COORDINATOR_CONNECTION_LIMITS_H_
+#define TRL_COORDINATOR_CONNECTION_LIMITS_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace trl {
+
+struct ConnectionLimits {
+  int per_peer = 64;
+  int total = 16384;
+};
+
+// One established connection to the port.
+struct PortConnection {
+  uint64_t socket_inode = 0;  // higher: made later
+  std::string peer_address;   // "10.0.0.2" (no port)
+  std::string peer;           // "10.0.0.2:41234"
+};
+
+// The sockets to close so that both caps hold, keeping the connections of
+// `protected_peers` ("ADDRESS:PORT") and, among the rest, the oldest.
+std::vector<uint64_t> ConnectionsToCut(
+    const std::vector<PortConnection>& connections,
+    const std::set<std::string>& protected_peers, ConnectionLimits limits);
+
+// This process's established connections to local port `port`, from
+// /proc/net/tcp and /proc/net/tcp6 (IPv4-mapped addresses as IPv4).
+std::vector<PortConnection> ReadPortConnections(int port);
+
+// Closes (shutdown(2), which gRPC then sees as the peer's close) this
+// process's sockets with these inodes; returns how many it found.
+int CutSockets(const std::vector<uint64_t>& inodes);
+
+// A thread that enforces the caps on `ports` every `interval`.
+class ConnectionGovernor {
+ public:
+  ConnectionGovernor(std::vector<int> ports, ConnectionLimits limits,
+                     std::function<std::set<std::string>()> protected_peers,
+                     std::chrono::milliseconds interval);
+  ~ConnectionGovernor();
+  ConnectionGovernor(const ConnectionGovernor&) = delete;
+  ConnectionGovernor& operator=(const ConnectionGovernor&) = delete;
+
+  // Connections closed so far.
+  int64_t cut() const { return cut_.load(); }
+
+ private:
+  void Run();
+
+  const std::vector<int> ports_;
+  const ConnectionLimits limits_;
+  const std::function<std::set<std::string>()> protected_peers_;
+  const std::chrono::milliseconds interval_;
+  std::atomic<int64_t> cut_{0};
+  std::mutex mutex_;
+  std::condition_variable wakeup_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_CONNECTION_LIMITS_H_
