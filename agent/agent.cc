@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -138,13 +139,18 @@ int Agent::Run() {
   // Per-rank files when no log_dir is given; removed when the agent ends.
   // mkdtemp: a fresh name, mode 0700, so that nothing another user planted
   // in a shared $TMPDIR is used.
+  // Workers of another user must reach it: under /tmp then, whose
+  // ancestors anyone may traverse (a private $TMPDIR may not be).
   std::string scratch_template =
-      (fs::temp_directory_path() /
+      ((options_.worker_user ? fs::path("/tmp") : fs::temp_directory_path()) /
        absl::StrCat("trl-launch-m", options_.config.machine_rank, "-XXXXXX"))
           .string();
   std::string scratch_dir;
   if (mkdtemp(scratch_template.data()) != nullptr) {
     scratch_dir = scratch_template;
+    // Workers of another user reach their files and the store's public
+    // certificate by name; nobody can list what is there.
+    if (options_.worker_user) chmod(scratch_dir.c_str(), 0711);
   } else {
     Log()->warn(
         "cannot create a scratch directory {}: {}; workers get no "

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "agent/console.h"
+#include "agent/worker_user.h"
 #include "common/accelerate_config.h"
 #include "common/derived_identity.h"
 #include "common/launch_options.h"
@@ -55,6 +56,8 @@ struct AgentOptions {
   // The environment workers inherit (the agent's own).
   Environment inherited_environment;
   std::string working_directory;
+  // The user workers run as (--worker_user); nullopt: the agent's own.
+  std::optional<WorkerUser> worker_user;
   // The interface that carries the advertised address; Run fills it in.
   std::string interface_name;
   // Sent with every RPC over TLS with the given certificates; empty with

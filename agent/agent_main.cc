@@ -50,6 +50,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const auto& note : notes) log->info("{}", note);
+  std::optional<trl::WorkerUser> worker_user;
+  if (!options.worker_user.empty()) {
+    auto user = trl::ResolveWorkerUser(options.worker_user);
+    if (!user.ok()) {
+      std::fprintf(stderr, "trl-agent: error: %s\n",
+                   std::string(user.status().message()).c_str());
+      return 2;
+    }
+    worker_user = *std::move(user);
+  }
   auto coordinator = trl::ResolveHost(config->main_process_ip);
   if (!coordinator.ok()) {
     std::fprintf(stderr, "trl-agent: error: main_process_ip: %s\n",
@@ -90,6 +100,7 @@ int main(int argc, char** argv) {
   trl::ForgetTokenFromEnvironment();
   trl::AgentOptions agent_options =
       trl::AgentOptionsFromFlags(*config, options, machine, *coordinator);
+  agent_options.worker_user = worker_user;
   // The default: TLS with the identity derived from the token (never sent);
   // with certificates given, the token as a bearer over their TLS.
   if (!options.insecure && options.tls_cert.empty() &&

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <optional>
@@ -373,6 +375,19 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   run_dir /= absl::StrCat("gen", generation);
   std::error_code dir_error;
   if (have_dir) fs::create_directories(run_dir, dir_error);
+  // Workers of another user write their error and heartbeat files in a
+  // directory of their own: never where the agent (root) writes logs, so
+  // that no file of theirs can be a link the agent follows.
+  fs::path worker_dir = run_dir;
+  if (have_dir && !dir_error && options_.worker_user) {
+    worker_dir = run_dir / "worker";
+    fs::create_directories(worker_dir, dir_error);
+    if (!dir_error && (chown(worker_dir.c_str(), options_.worker_user->uid,
+                             options_.worker_user->gid) != 0 ||
+                       chmod(worker_dir.c_str(), 0700) != 0)) {
+      dir_error = std::error_code(errno, std::generic_category());
+    }
+  }
   if (dir_error) {
     Log()->warn(
         "cannot create {}: {}; {}", run_dir.string(), dir_error.message(),
@@ -407,9 +422,10 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     inputs.gpu_ids = options_.config.gpu_ids;
     inputs.interface_name = options_.interface_name;
     if (have_dir) {
-      inputs.error_file = run_dir / absl::StrCat("rank", rank, ".error.json");
+      inputs.error_file =
+          worker_dir / absl::StrCat("rank", rank, ".error.json");
       inputs.heartbeat_file =
-          run_dir / absl::StrCat("rank", rank, ".heartbeat");
+          worker_dir / absl::StrCat("rank", rank, ".heartbeat");
     }
     inputs.working_directory = options_.working_directory;
     WorkerLaunch launch;
@@ -420,6 +436,7 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     launch.spec.environment =
         BuildWorkerEnvironment(options_.inherited_environment, job_env, inputs);
     launch.spec.working_directory = options_.working_directory;
+    launch.spec.user = options_.worker_user;
     launch.heartbeat_path = inputs.heartbeat_file;
     if (!options_.log_dir.empty()) {
       launch.log_path = run_dir / absl::StrCat("rank", rank, ".log");

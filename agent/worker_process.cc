@@ -1,6 +1,7 @@
 #include "agent/worker_process.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -61,6 +62,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
       spec.working_directory.empty() ? nullptr : spec.working_directory.c_str();
   const char* cgroup_procs =
       spec.cgroup_procs_path.empty() ? nullptr : spec.cgroup_procs_path.c_str();
+  const WorkerUser* user = spec.user ? &*spec.user : nullptr;
 
   int out[2], err[2], exec_status[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
@@ -115,6 +117,20 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     int error = 0;
+    if (user != nullptr) {
+      // Groups first (they need root), the user last: from then on it holds
+      // no privilege. A change of user clears the parent-death signal: set
+      // it again, and check the agent is still there.
+      if (setgroups(user->groups.size(), user->groups.data()) != 0 ||
+          setgid(user->gid) != 0 || setuid(user->uid) != 0) {
+        error = errno;
+        ssize_t ignored = write(exec_status[1], &error, sizeof(error));
+        (void)ignored;
+        _exit(127);
+      }
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+    }
     if (cwd != nullptr && chdir(cwd) != 0) {
       error = errno;
     } else {

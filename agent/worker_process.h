@@ -8,10 +8,12 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/worker_user.h"
 #include "common/worker_environment.h"
 
 namespace trl {
@@ -24,6 +26,8 @@ struct WorkerSpec {
   // A cgroup's cgroup.procs the worker moves itself into before execve;
   // empty: none.
   std::string cgroup_procs_path;
+  // The user the worker runs as; nullopt: the agent's.
+  std::optional<WorkerUser> user;
 };
 
 // How a process ended, as waitpid reported it.

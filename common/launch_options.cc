@@ -51,6 +51,7 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
   };
   o.python = env_string("TRL_PYTHON", o.python);
   o.log_dir = env_string("TRL_LOG_DIR", o.log_dir);
+  o.worker_user = env_string("TRL_WORKER_USER", o.worker_user);
   o.stop_grace_s = env_double("TRL_STOP_GRACE", o.stop_grace_s);
   o.rdzv_timeout_s = env_double("TRL_RDZV_TIMEOUT", o.rdzv_timeout_s);
   o.reconnect_timeout_s =
@@ -86,6 +87,10 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "Seconds between checks of worker state");
   app.add_option(FlagNames("log_dir"), o.log_dir,
                  "Directory for per-rank log files (env TRL_LOG_DIR)");
+  app.add_option(FlagNames("worker_user"), o.worker_user,
+                 "Run this machine's workers as this user (name or uid), "
+                 "apart from the daemons and the token; the agent must run "
+                 "as root (env TRL_WORKER_USER)");
   app.add_flag("-m," + FlagNames("module"), o.module,
                "Run the command as a Python module (python -m)");
   app.add_flag(FlagNames("no_python"), o.no_python,

@@ -33,6 +33,8 @@ struct LaunchOptions {
   int max_restarts = 0;
   double monitor_interval_s = 0.1;
   std::string log_dir;
+  // The user workers run as (the agent must be root); empty: the agent's.
+  std::string worker_user;
   bool module = false;
   bool no_python = false;
 

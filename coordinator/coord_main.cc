@@ -21,6 +21,7 @@
 #include "agent/job_guardian.h"
 #include "agent/orphans.h"
 #include "agent/worker_cgroup.h"
+#include "agent/worker_user.h"
 #include "common/auth_token.h"
 #include "common/cli_errors.h"
 #include "common/daemon_process.h"
@@ -117,6 +118,12 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         config->machine_rank, "; run `trl-agent` on the other machines"));
   }
   const auto& o = flags.launch;
+  std::optional<trl::WorkerUser> worker_user;
+  if (!o.worker_user.empty()) {
+    auto user = trl::ResolveWorkerUser(o.worker_user);
+    if (!user.ok()) return Fail(std::string(user.status().message()));
+    worker_user = *std::move(user);
+  }
   auto worker_argv =
       trl::BuildWorkerArgv(command, o.module, o.no_python, o.python);
   if (!worker_argv.ok())
@@ -345,6 +352,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         agent_options.tls_ca = o.tls_cert;
       }
     }
+    agent_options.worker_user = worker_user;
     // The coordinator is in this very process: no need to wait long.
     agent_options.connect_timeout = std::chrono::seconds(30);
     local_agent = std::make_unique<trl::Agent>(agent_options, &console);

@@ -33,6 +33,16 @@ if command -v systemd-analyze >/dev/null; then
         || { fail=1; echo "FAIL: $unit.service lacks $key"; }
     done
   done
+  # With the drop-in that runs workers as a user of their own.
+  mkdir -p "$work/trl-agent.service.d"
+  cp "$root/deploy/systemd/trl-agent.service.d/worker-user.conf" "$work/trl-agent.service.d/"
+  if out=$(systemd-analyze verify "$work/trl-agent.service" 2>&1) && [ -z "$out" ]; then
+    echo "trl-agent.service with worker-user.conf: systemd-analyze verify ok"
+  else
+    fail=1; echo "FAIL: trl-agent.service with worker-user.conf: $out"
+  fi
+  grep -qx 'Environment=TRL_WORKER_USER=trl-worker' "$root/deploy/systemd/trl-agent.service.d/worker-user.conf" \
+    || { fail=1; echo "FAIL: worker-user.conf does not set TRL_WORKER_USER"; }
   # The check can fail: a unit with a bad directive does not verify.
   sed 's/^Restart=on-failure/Restart=sometimes/' "$work/trl-coord.service" >"$work/broken.service"
   if systemd-analyze verify "$work/broken.service" 2>&1 | grep -qi "restart specifier"; then

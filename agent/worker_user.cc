@@ -1,0 +1,56 @@
+#include "agent/worker_user.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace trl {
+
+absl::StatusOr<WorkerUser> ResolveWorkerUser(const std::string& name) {
+  if (geteuid() != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--worker_user ", name,
+        " needs the agent to run as root (it switches each worker to that "
+        "user before it starts)"));
+  }
+  std::vector<char> buffer(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  uid_t numeric = 0;
+  int error =
+      absl::SimpleAtoi(name, &numeric)
+          ? getpwuid_r(numeric, &entry, buffer.data(), buffer.size(), &found)
+          : getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(),
+                       &found);
+  if (found == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "--worker_user ", name, ": no such user",
+        error != 0 ? absl::StrCat(" (", std::strerror(error), ")") : ""));
+  }
+  if (found->pw_uid == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker_user ", name,
+        " is root: workers would hold everything the daemons hold"));
+  }
+  WorkerUser user;
+  user.name = found->pw_name;
+  user.uid = found->pw_uid;
+  user.gid = found->pw_gid;
+  int count = 64;
+  std::vector<gid_t> groups(count);
+  if (getgrouplist(found->pw_name, found->pw_gid, groups.data(), &count) < 0) {
+    groups.resize(count);
+    getgrouplist(found->pw_name, found->pw_gid, groups.data(), &count);
+  }
+  groups.resize(count);
+  user.groups = std::move(groups);
+  return user;
+}
+
+}  // namespace trl
