@@ -1,6 +1,9 @@
 #include "coordinator/connection_limits.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <malloc.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,6 +16,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/logging.h"
 
 namespace trl {
 
@@ -27,8 +32,9 @@ std::vector<uint64_t> ConnectionsToCut(
   std::vector<const PortConnection*> kept_unprotected;
   int kept = 0;
   for (auto& [address, group] : by_address) {
+    // Newest first: over the cap, the oldest unproven go.
     std::sort(group.begin(), group.end(), [](auto* a, auto* b) {
-      return a->socket_inode < b->socket_inode;
+      return a->socket_inode > b->socket_inode;
     });
     int kept_here = 0;
     for (const PortConnection* c : group) {
@@ -45,15 +51,22 @@ std::vector<uint64_t> ConnectionsToCut(
     }
     kept += kept_here;
   }
-  // Over the total: the newest of the rest go.
+  // Over the total: the oldest of the rest go.
   std::sort(kept_unprotected.begin(), kept_unprotected.end(),
-            [](auto* a, auto* b) { return a->socket_inode > b->socket_inode; });
+            [](auto* a, auto* b) { return a->socket_inode < b->socket_inode; });
   for (const PortConnection* c : kept_unprotected) {
     if (kept <= limits.total) break;
     cut.push_back(c->socket_inode);
     --kept;
   }
   return cut;
+}
+
+std::string PeerFromGrpc(const std::string& grpc_peer) {
+  std::string peer = grpc_peer;
+  const size_t scheme = peer.find(':');
+  if (scheme != std::string::npos) peer = peer.substr(scheme + 1);
+  return absl::StrReplaceAll(peer, {{"%5B", "["}, {"%5D", "]"}});
 }
 
 namespace {
@@ -92,9 +105,20 @@ bool ParseProcAddress(const std::string& text, bool v6, std::string* address,
   return true;
 }
 
-void ReadTable(const char* path, bool v6, int port,
-               std::vector<PortConnection>* out) {
-  std::ifstream in(path);
+// The whole of a /proc file through a descriptor kept open: at the
+// descriptor limit, opening it again would fail.
+std::string ReadAll(int fd) {
+  std::string text;
+  if (fd < 0 || lseek(fd, 0, SEEK_SET) != 0) return text;
+  char buffer[65536];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof(buffer))) > 0) text.append(buffer, n);
+  return text;
+}
+
+void ParseTable(const std::string& text, bool v6, int port,
+                std::vector<PortConnection>* out) {
+  std::istringstream in(text);
   std::string line;
   std::getline(in, line);  // the header
   while (std::getline(in, line)) {
@@ -126,23 +150,35 @@ void ReadTable(const char* path, bool v6, int port,
 
 }  // namespace
 
-std::vector<PortConnection> ReadPortConnections(int port) {
+ProcSockets::ProcSockets()
+    : tcp_(open("/proc/net/tcp", O_RDONLY | O_CLOEXEC)),
+      tcp6_(open("/proc/net/tcp6", O_RDONLY | O_CLOEXEC)),
+      fds_(opendir("/proc/self/fd")) {}
+
+ProcSockets::~ProcSockets() {
+  if (tcp_ >= 0) close(tcp_);
+  if (tcp6_ >= 0) close(tcp6_);
+  if (fds_ != nullptr) closedir(fds_);
+}
+
+std::vector<PortConnection> ProcSockets::Connections(int port) {
   std::vector<PortConnection> connections;
-  ReadTable("/proc/net/tcp", false, port, &connections);
-  ReadTable("/proc/net/tcp6", true, port, &connections);
+  ParseTable(ReadAll(tcp_), false, port, &connections);
+  ParseTable(ReadAll(tcp6_), true, port, &connections);
   return connections;
 }
 
-int CutSockets(const std::vector<uint64_t>& inodes) {
-  if (inodes.empty()) return 0;
+int ProcSockets::Cut(const std::vector<uint64_t>& inodes) {
+  if (inodes.empty() || fds_ == nullptr) return 0;
   const std::unordered_set<uint64_t> wanted(inodes.begin(), inodes.end());
   int found = 0;
-  std::error_code error;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/proc/self/fd", error)) {
+  rewinddir(fds_);
+  while (dirent* entry = readdir(fds_)) {
+    int fd = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &fd)) continue;
     char target[64] = {};
     const ssize_t n =
-        readlink(entry.path().c_str(), target, sizeof(target) - 1);
+        readlinkat(dirfd(fds_), entry->d_name, target, sizeof(target) - 1);
     if (n <= 0) continue;
     const std::string link(target, n);
     uint64_t inode = 0;
@@ -151,13 +187,17 @@ int CutSockets(const std::vector<uint64_t>& inodes) {
         !wanted.count(inode)) {
       continue;
     }
-    int fd = 0;
-    if (absl::SimpleAtoi(entry.path().filename().string(), &fd) &&
-        shutdown(fd, SHUT_RDWR) == 0) {
-      ++found;
-    }
+    if (shutdown(fd, SHUT_RDWR) == 0) ++found;
   }
   return found;
+}
+
+std::vector<PortConnection> ReadPortConnections(int port) {
+  return ProcSockets().Connections(port);
+}
+
+int CutSockets(const std::vector<uint64_t>& inodes) {
+  return ProcSockets().Cut(inodes);
 }
 
 ConnectionGovernor::ConnectionGovernor(
@@ -181,13 +221,14 @@ ConnectionGovernor::~ConnectionGovernor() {
 
 void ConnectionGovernor::Run() {
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!wakeup_.wait_for(lock, interval_, [this] { return stop_; })) {
+  auto wait = interval_;
+  while (!wakeup_.wait_for(lock, wait, [this] { return stop_; })) {
     lock.unlock();
     std::vector<uint64_t> cut;
     std::set<std::string> keep;
     bool asked = false;
     for (int port : ports_) {
-      const auto connections = ReadPortConnections(port);
+      const auto connections = proc_.Connections(port);
       // Cheap while nothing is near a cap: the agents' peers are asked for
       // only when something would be cut.
       if (static_cast<int>(connections.size()) <= limits_.per_peer) continue;
@@ -199,7 +240,32 @@ void ConnectionGovernor::Run() {
         cut.push_back(inode);
       }
     }
-    cut_ += CutSockets(cut);
+    const int closed = proc_.Cut(cut);
+    cut_ += closed;
+    if (closed > 0) {
+      const auto now = std::chrono::steady_clock::now();
+      unreported_ += closed;
+      if (now - last_report_ >= std::chrono::seconds(10)) {
+        ComponentLogger("coord")->warn(
+            "closed {} connection(s) over the caps ({} from one address, "
+            "{} in all) since the last report",
+            unreported_, limits_.per_peer, limits_.total);
+        unreported_ = 0;
+        last_report_ = now;
+      }
+    }
+    // A flood refills what was cut: look again soon while it lasts. Once
+    // it is over, and every 10 s (handshakes that failed on their own, a
+    // burst of calls), give freed memory back to the system: gRPC's
+    // threads free into arenas of their own that glibc does not trim.
+    const auto now = std::chrono::steady_clock::now();
+    if ((closed == 0 && flooded_) ||
+        now - last_trim_ >= std::chrono::seconds(10)) {
+      malloc_trim(0);
+      last_trim_ = now;
+    }
+    flooded_ = closed > 0;
+    wait = closed > 0 ? std::chrono::milliseconds(20) : interval_;
     lock.lock();
   }
 }

@@ -3,13 +3,18 @@
 // cap, and a peer without the token holds a descriptor until its handshake
 // times out (5 s) or, with the token, until its connection idles out: a
 // flood of them used up the coordinator's descriptors. Over a cap, the
-// newest connections go (the kernel numbers sockets in the order they are
-// made), never one of a registered agent's.
+// oldest connections that have not proved themselves go first (the kernel
+// numbers sockets in the order they are made): a client with the token
+// does so within milliseconds (a registered agent, a worker's authenticated
+// store call), so what lingers unproven is a flood, and a new agent still
+// gets in while one holds the port. Proven connections are never cut.
 //
 // ConnectionsToCut is the pure rule; ConnectionGovernor applies it to the
 // process's own sockets (/proc/net/tcp*, /proc/self/fd) with shutdown(2).
 #ifndef TRL_COORDINATOR_CONNECTION_LIMITS_H_
 #define TRL_COORDINATOR_CONNECTION_LIMITS_H_
+
+#include <dirent.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -36,10 +41,33 @@ struct PortConnection {
 };
 
 // The sockets to close so that both caps hold, keeping the connections of
-// `protected_peers` ("ADDRESS:PORT") and, among the rest, the oldest.
+// `protected_peers` ("ADDRESS:PORT") and, among the rest, the newest.
 std::vector<uint64_t> ConnectionsToCut(
     const std::vector<PortConnection>& connections,
     const std::set<std::string>& protected_peers, ConnectionLimits limits);
+
+// gRPC's name of a peer ("ipv4:10.0.0.2:41234", "ipv6:%5B::1%5D:41234")
+// as PortConnection::peer ("10.0.0.2:41234", "[::1]:41234").
+std::string PeerFromGrpc(const std::string& grpc_peer);
+
+// The /proc files the caps read, opened once: a process at its descriptor
+// limit (what a flood brings about) could not open them again.
+class ProcSockets {
+ public:
+  ProcSockets();
+  ~ProcSockets();
+  ProcSockets(const ProcSockets&) = delete;
+  ProcSockets& operator=(const ProcSockets&) = delete;
+
+  // See ReadPortConnections and CutSockets.
+  std::vector<PortConnection> Connections(int port);
+  int Cut(const std::vector<uint64_t>& inodes);
+
+ private:
+  int tcp_ = -1;
+  int tcp6_ = -1;
+  DIR* fds_ = nullptr;
+};
 
 // This process's established connections to local port `port`, from
 // /proc/net/tcp and /proc/net/tcp6 (IPv4-mapped addresses as IPv4).
@@ -49,7 +77,8 @@ std::vector<PortConnection> ReadPortConnections(int port);
 // process's sockets with these inodes; returns how many it found.
 int CutSockets(const std::vector<uint64_t>& inodes);
 
-// A thread that enforces the caps on `ports` every `interval`.
+// A thread that enforces the caps on `ports` every `interval` (every
+// 20 ms while it is cutting).
 class ConnectionGovernor {
  public:
   ConnectionGovernor(std::vector<int> ports, ConnectionLimits limits,
@@ -69,7 +98,13 @@ class ConnectionGovernor {
   const ConnectionLimits limits_;
   const std::function<std::set<std::string>()> protected_peers_;
   const std::chrono::milliseconds interval_;
+  ProcSockets proc_;
   std::atomic<int64_t> cut_{0};
+  // Logged at most every 10 s (a flood must not flood the log too).
+  int64_t unreported_ = 0;
+  bool flooded_ = false;  // the last round cut something
+  std::chrono::steady_clock::time_point last_trim_;
+  std::chrono::steady_clock::time_point last_report_;
   std::mutex mutex_;
   std::condition_variable wakeup_;
   bool stop_ = false;

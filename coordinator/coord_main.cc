@@ -272,17 +272,33 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       idle_connection_ms, /*peer_identity=*/identity.has_value());
   if (!server.ok()) return Fail(std::string(server.status().message()));
   // At most 64 connections from one address and half the descriptors in
-  // all, on each port (connection_limits.h); registered agents are kept.
+  // all, on each port (connection_limits.h); registered agents and workers
+  // that made an authenticated store call are kept.
   std::vector<int> governed_ports = {(*server)->port()};
   if (store_server) governed_ports.push_back(store_server->port());
   rlimit open_files{};
   getrlimit(RLIMIT_NOFILE, &open_files);
+  if (open_files.rlim_cur != RLIM_INFINITY && open_files.rlim_cur < 16384) {
+    // gRPC 1.51 stops listening for good when an accept fails for want of
+    // descriptors: a flood that outruns the caps below (they act five
+    // times a second) would leave agents unable to reach this port.
+    log->warn(
+        "this process may open only {} files (the hard limit): a flood of "
+        "connections could stop the coordinator from accepting agents; "
+        "raise it (ulimit -Hn, systemd LimitNOFILE=) to 65536 or more",
+        static_cast<uint64_t>(open_files.rlim_cur));
+  }
   trl::ConnectionLimits limits;
   limits.total = static_cast<int>(std::clamp<rlim_t>(
       open_files.rlim_cur == RLIM_INFINITY ? 65536 : open_files.rlim_cur / 2,
       256, 65536));
   trl::ConnectionGovernor governor(
-      governed_ports, limits, [&core] { return core.AgentPeers(); },
+      governed_ports, limits,
+      [&core, &store] {
+        std::set<std::string> proven = core.AgentPeers();
+        proven.merge(store.AuthenticatedPeers());
+        return proven;
+      },
       std::chrono::milliseconds(200));
   // Heartbeats as UDP datagrams on the same port, if it can be bound.
   std::unique_ptr<trl::UdpHeartbeatServer> udp_heartbeats;

@@ -6,10 +6,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "common/heartbeat_datagram.h"
 #include "common/logging.h"
 #include "common/worker_environment.h"
+#include "coordinator/connection_limits.h"
 #include "coordinator/job_status.h"
 
 namespace trl {
@@ -512,12 +512,7 @@ std::set<std::string> Coordinator::AgentPeers() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::set<std::string> peers;
   for (const auto& [link, agent] : registered_) {
-    // gRPC names peers "ipv4:10.0.0.2:41234" or "ipv6:%5B::1%5D:41234".
-    std::string peer = link->Peer();
-    const size_t scheme = peer.find(':');
-    if (scheme != std::string::npos) peer = peer.substr(scheme + 1);
-    peer = absl::StrReplaceAll(peer, {{"%5B", "["}, {"%5D", "]"}});
-    peers.insert(std::move(peer));
+    peers.insert(PeerFromGrpc(link->Peer()));
   }
   return peers;
 }

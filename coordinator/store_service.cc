@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/auth_token.h"
 #include "common/logging.h"
+#include "coordinator/connection_limits.h"
 #include "proto/trl_launch.grpc.pb.h"
 
 namespace trl {
@@ -74,6 +75,7 @@ class StoreService::Impl : public pb::Store::CallbackService {
       std::lock_guard<std::mutex> lock(mutex_);
       store_.OpenGeneration(job_id, generation, *token);
       done = store_.TakeCompletions();
+      authenticated_peers_.clear();  // proven for the generation that ended
     }
     Deliver(std::move(done));
     return *token;
@@ -114,11 +116,25 @@ class StoreService::Impl : public pb::Store::CallbackService {
                                 const pb::StoreGetRequest* request,
                                 pb::StoreGetReply* reply) override;
 
+  std::set<std::string> AuthenticatedPeers() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return authenticated_peers_;
+  }
+
  private:
   class Wait;
 
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
                                    const absl::Status& status) {
+    // Any answer but a refused credential means the caller holds this
+    // generation's: its connection is proven (connection_limits.h).
+    if (status.code() != absl::StatusCode::kUnauthenticated &&
+        status.code() != absl::StatusCode::kPermissionDenied) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (authenticated_peers_.size() < kMaxAuthenticatedPeers) {
+        authenticated_peers_.insert(PeerFromGrpc(context->peer()));
+      }
+    }
     if (!status.ok()) {
       ComponentLogger("store")->debug("refused a call from {}: {}",
                                       context->peer(),
@@ -137,6 +153,8 @@ class StoreService::Impl : public pb::Store::CallbackService {
   std::mutex mutex_;
   std::condition_variable changed_;
   RendezvousStore store_;
+  static constexpr size_t kMaxAuthenticatedPeers = 1 << 20;
+  std::set<std::string> authenticated_peers_;
   std::map<RendezvousStore::WaiterId, Wait*> waits_;
   bool stopping_ = false;
   std::thread timer_;
@@ -251,5 +269,9 @@ std::string StoreService::OpenGeneration(const std::string& job_id,
 }
 
 grpc::Service* StoreService::service() { return impl_.get(); }
+
+std::set<std::string> StoreService::AuthenticatedPeers() const {
+  return impl_->AuthenticatedPeers();
+}
 
 }  // namespace trl

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "coordinator/rendezvous_store.h"
@@ -29,6 +30,10 @@ class StoreService {
   std::string OpenGeneration(const std::string& job_id, int64_t generation);
 
   grpc::Service* service();
+
+  // Where calls with a valid credential of the current generation came
+  // from ("ADDRESS:PORT"): connection caps never cut these.
+  std::set<std::string> AuthenticatedPeers() const;
 
  private:
   class Impl;

@@ -199,9 +199,9 @@ TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
 
 // gRPC 1.51 has no cap on connections: a peer holds a descriptor per
 // connection until its handshake times out. The coordinator keeps at most
-// 64 from one address (coordinator/connection_limits.h), the oldest, and
-// never a registered agent's: here the flood comes from machine 0's own
-// address, where its agent is.
+// 64 from one address (coordinator/connection_limits.h), cutting the
+// oldest unproven first and never a registered agent's: here the flood
+// comes from machine 0's own address, where its agent is.
 TEST_F(LauncherTest, OneAddressHoldsAtMost64Connections) {
   auto coord = StartCoordinator(2, 2, Worker());
   ASSERT_TRUE(coord->WaitForOutput("machine 0 registered", seconds(10)))
@@ -221,10 +221,10 @@ TEST_F(LauncherTest, OneAddressHoldsAtMost64Connections) {
     return count;
   };
   // Well before the 5 s handshake timeout would close them all.
-  // 64 from 127.0.0.1: machine 0's agent's stream and the 63 oldest.
+  // 64 from 127.0.0.1: machine 0's agent's stream and 63 of the flood.
   ASSERT_TRUE(WaitUntil([&] { return closed() >= 137; }, seconds(3)))
       << closed() << " of 200 closed";
-  EXPECT_EQ(closed(), 137) << "more than the newest 137 were closed";
+  EXPECT_EQ(closed(), 137) << "more than 137 were closed";
   for (int fd : flood) close(fd);
   auto agent = StartAgent(2, 2, 1);
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();

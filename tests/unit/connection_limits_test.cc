@@ -2,7 +2,11 @@
 // whole port holds too many.
 #include "coordinator/connection_limits.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -19,41 +23,89 @@ std::vector<uint64_t> Sorted(std::vector<uint64_t> v) {
   return v;
 }
 
-TEST(ConnectionLimitsTest, APeerOverItsCapLosesItsNewestConnections) {
+TEST(ConnectionLimitsTest, APeerOverItsCapLosesItsOldestUnprovenOnes) {
   std::vector<PortConnection> connections;
   for (uint64_t inode = 1; inode <= 5; ++inode) {
     connections.push_back(From("10.0.0.9", inode));
   }
   connections.push_back(From("10.0.0.2", 6));
+  // What lingers unproven is a flood; a new client gets its chance.
   EXPECT_EQ(Sorted(ConnectionsToCut(connections, {}, {3, 100})),
-            (std::vector<uint64_t>{4, 5}));
+            (std::vector<uint64_t>{1, 2}));
 }
 
 TEST(ConnectionLimitsTest, AnAgentsConnectionIsNeverCut) {
-  // The agent's connection is the newest from its address: a flood from
-  // the same host takes the places, not the agent.
+  // The agent's connection is the oldest from its address: a flood from
+  // the same host loses its own connections, never the agent's.
   std::vector<PortConnection> connections;
   for (uint64_t inode = 1; inode <= 4; ++inode) {
     connections.push_back(From("10.0.0.2", inode));
   }
-  const std::set<std::string> agents = {"10.0.0.2:40004"};
+  const std::set<std::string> agents = {"10.0.0.2:40001"};
   EXPECT_EQ(Sorted(ConnectionsToCut(connections, agents, {2, 100})),
             (std::vector<uint64_t>{2, 3}));
 }
 
-TEST(ConnectionLimitsTest, OverTheTotalTheNewestGoWhateverThePeer) {
+TEST(ConnectionLimitsTest, OverTheTotalTheOldestUnprovenGoWhateverThePeer) {
   std::vector<PortConnection> connections = {
       From("10.0.0.1", 1), From("10.0.0.2", 2), From("10.0.0.3", 3),
       From("10.0.0.4", 4), From("10.0.0.5", 5)};
-  const std::set<std::string> agents = {"10.0.0.5:40005"};
+  const std::set<std::string> agents = {"10.0.0.1:40001"};
   EXPECT_EQ(Sorted(ConnectionsToCut(connections, agents, {10, 3})),
-            (std::vector<uint64_t>{3, 4}));
+            (std::vector<uint64_t>{2, 3}));
+}
+
+TEST(ConnectionLimitsTest, GrpcPeerNamesMatchTheKernels) {
+  EXPECT_EQ(PeerFromGrpc("ipv4:10.0.0.2:41234"), "10.0.0.2:41234");
+  EXPECT_EQ(PeerFromGrpc("ipv6:%5B::1%5D:41234"), "[::1]:41234");
 }
 
 TEST(ConnectionLimitsTest, UnderBothCapsNothingIsCut) {
   std::vector<PortConnection> connections = {From("10.0.0.1", 1),
                                              From("10.0.0.1", 2)};
   EXPECT_TRUE(ConnectionsToCut(connections, {}, {2, 2}).empty());
+}
+
+// The I/O half: this process's own connections are found in /proc and cut.
+TEST(ConnectionLimitsTest, FindsAndCutsThisProcesssConnections) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(
+      bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+      0);
+  ASSERT_EQ(listen(listener, 16), 0);
+  socklen_t length = sizeof(address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const int port = ntohs(address.sin_port);
+  std::vector<int> clients, accepted;
+  for (int i = 0; i < 3; ++i) {
+    const int client = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(
+        connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+        0);
+    clients.push_back(client);
+    accepted.push_back(accept(listener, nullptr, nullptr));
+  }
+  const auto found = ReadPortConnections(port);
+  ASSERT_EQ(found.size(), 3u);
+  for (const auto& connection : found) {
+    EXPECT_EQ(connection.peer_address, "127.0.0.1");
+    EXPECT_EQ(connection.peer.rfind("127.0.0.1:", 0), 0u) << connection.peer;
+  }
+  const auto cut = ConnectionsToCut(found, {}, {1, 100});
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_EQ(CutSockets(cut), 2);
+  int closed = 0;
+  for (int client : clients) {
+    char byte;
+    if (recv(client, &byte, 1, MSG_DONTWAIT) == 0) ++closed;
+  }
+  EXPECT_EQ(closed, 2);
+  for (int fd : clients) close(fd);
+  for (int fd : accepted) close(fd);
+  close(listener);
 }
 
 }  // namespace
