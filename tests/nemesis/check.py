@@ -8,6 +8,8 @@ Usage: check.py JOB_DIR...   (exit 0: every invariant held; 1: a violation;
 Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
   records  start GEN RANK PID HOST TIME WORLD_SIZE JOB_ID
            older GEN RANK PID HOST TIME OLD_GEN OLD_RANK OLD_PID
+           stop  GEN RANK PID HOST TIME SECONDS       (SIGTERM: saving a
+                                                checkpoint for SECONDS)
            end   GEN RANK PID HOST TIME CODE          (CODE 0, 1 or term)
   gone     gone PID LAST_SEEN_ALIVE FIRST_SEEN_GONE   (the watcher)
   daemons  daemon NAME ROLE HOST PID TIME [MACHINE_RANK] (ROLE coord or agent)
@@ -45,6 +47,15 @@ Invariants:
       final generation N-1 exited 0 (it had taken one for lost, and a full
       disk kept the restart from starting)
   I6  the job and every daemon ended within the job's time limit; none hung
+  I7  a worker told to stop gets the time it asks for (well under the stop
+      grace): none with a stop record and no end record is gone before its
+      stop time plus its checkpoint's SECONDS (first seen gone by the
+      watcher), unless a daemon of its machine (those on its host, and
+      every daemon of their machine ranks) started, was killed, exited or
+      hung between its start and then. A coordinator that starts the next
+      generation before the old one has ended leaves the agents to SIGKILL
+      the stopping workers before they start the new ones: this catches it
+      where I1 cannot (no overlap is left to see)
 """
 import os
 import re
@@ -66,7 +77,7 @@ def check_job(d):
     def bad(inv, msg):
         violations.append((inv, msg))
 
-    starts, ends, olders = [], {}, []
+    starts, ends, olders, stops = [], {}, [], {}
     for f in read_lines(os.path.join(d, "records")):
         try:
             if f[0] == "start":
@@ -77,6 +88,9 @@ def check_job(d):
                                        code=f[6])
             elif f[0] == "older":
                 olders.append(f)
+            elif f[0] == "stop":
+                stops[int(f[3])] = dict(gen=int(f[1]), rank=int(f[2]), host=f[4], t=float(f[5]),
+                                        secs=float(f[6]))
         except (IndexError, ValueError):
             bad("records", "unreadable record: %s" % " ".join(f))
     gone = {}
@@ -91,16 +105,21 @@ def check_job(d):
         print("%s: no job line" % d)
         return None
     daemons, exits, hung, killed = [], {}, [], set()
+    events = []  # (daemon name, time, what): started, exited, killed, hung
     for f in read_lines(os.path.join(d, "daemons")):
         if f[0] == "daemon":
             daemons.append(dict(name=f[1], role=f[2], host=f[3], pid=int(f[4]), t=float(f[5]),
                                 machine=f[6] if len(f) > 6 else None))
         elif f[0] == "exit":
             exits[f[1]] = dict(pid=int(f[2]), rc=int(f[3]), t=float(f[4]))
+            events.append((f[1], float(f[4]), "exited"))
         elif f[0] == "hung":
             hung.append(f)
+            events.append((f[1], float(f[3]), "hung"))
         elif f[0] == "killed":
             killed.add(f[1])
+            events.append((f[1], float(f[3]), "killed"))
+    events += [(dm["name"], dm["t"], "started") for dm in daemons]
     after = read_lines(os.path.join(d, "after"))
     # What each coordinator said about a generation it could not keep.
     unkept = {}  # name -> (generation, the line)
@@ -268,6 +287,30 @@ def check_job(d):
             bad("I6", "daemon %s (pid %d) ended %.1f s after the job's deadline" %
                 (dm["name"], dm["pid"], ex["t"] - deadline))
 
+    # I7: a worker told to stop had its time (to save a checkpoint).
+    for s in starts:
+        st = stops.get(s["pid"])
+        if st is None or s["pid"] in ends or s["pid"] not in gone:
+            continue
+        first_gone = gone[s["pid"]][1]
+        if first_gone >= st["t"] + st["secs"]:
+            continue
+        # Its machine: the daemons on its host, and every daemon of their
+        # machine ranks (a replacement elsewhere sweeps the machine's old
+        # workers).
+        here = [dm for dm in daemons if dm["host"] == s["host"]]
+        machines = {dm["machine"] for dm in here if dm["machine"] is not None}
+        names = {dm["name"] for dm in here} | {
+            dm["name"] for dm in daemons if dm["machine"] in machines}
+        why = [(t, name, what) for name, t, what in events
+               if name in names and s["t"] <= t <= first_gone + 0.5]
+        if not why:
+            bad("I7", "generation %d rank %d (pid %d on %s) was told to stop at %.3f and asked "
+                "%.1f s to save its checkpoint, but was gone by %.3f without an end record; no "
+                "daemon of its machine (%s) started, was killed, exited or hung meanwhile" %
+                (st["gen"], st["rank"], s["pid"], s["host"], st["t"], st["secs"], first_gone,
+                 ", ".join(sorted(names)) or "none"))
+
     summary = dict(gens=len(gens), final=final, final_ok=final_ok, starts=len(starts),
                    rc=[exits.get(dm["name"], {}).get("rc") for dm in coords])
     return violations, summary
@@ -286,7 +329,7 @@ def main(argv):
         violations, s = r
         verdict = "FAIL" if violations else "PASS"
         print("%s: %s: %d worker starts in %d generation(s), final generation %s %s, job exit "
-              "%s; I1-I6 checked" % (verdict, d, s["starts"], s["gens"], s["final"],
+              "%s; I1-I7 checked" % (verdict, d, s["starts"], s["gens"], s["final"],
                                      "all ranks exited 0" if s["final_ok"] else "did not all exit 0",
                                      s["rc"]))
         for inv, msg in violations:

@@ -11,13 +11,18 @@ trap 'rm -rf "$work"' EXIT
 
 # A good job: generation 0 (6 ranks on three hosts) stopped by a fault,
 # generation 1 ran to the end; one worker of generation 0 was killed (no end
-# record, the watcher saw it go); all daemons exited, the job with 0.
+# record, the watcher saw it go) while it saved its checkpoint, with its agent
+# (node03's, which exited 137); the others saved theirs (stop, then end
+# records); all daemons exited, the job with 0.
 good() {
   local d=$1; mkdir -p "$d"
   : >"$d/records"
   for r in 0 1 2 3 4 5; do
     local h=node0$(( r / 2 + 1 ))
     echo "start 0 $r $(( 100 + r )) $h 1000.$(( 10 + r )) 6 job1" >>"$d/records"
+  done
+  for r in 0 1 2 3 4 5; do
+    echo "stop 0 $r $(( 100 + r )) node0$(( r / 2 + 1 )) 1002.50 $([ $r = 4 ] && echo 1.0 || echo 0.5)" >>"$d/records"
   done
   for r in 0 1 2 3 5; do
     echo "end 0 $r $(( 100 + r )) node0$(( r / 2 + 1 )) 1003.$(( 10 + r )) term" >>"$d/records"
@@ -75,6 +80,28 @@ expect overlap_after_end I1
 good "$work/older_alive"
 echo "older 1 3 203 node02 1005.13 0 4 104" >>"$work/older_alive/records"
 expect older_alive I1
+
+# I7: a worker told to stop (rank 1 on node01, 0.5 s to save its checkpoint)
+# was gone 0.2 s later without an end record, and no daemon of node01
+# started, ended or was killed meanwhile: its checkpoint was cut short.
+good "$work/grace_cut"
+sed -i '/^end 0 1 /d' "$work/grace_cut/records"
+echo "gone 101 1002.60 1002.70" >>"$work/grace_cut/gone"
+expect grace_cut I7
+# ... but gone after the time it asked for (a slow host) is no violation.
+good "$work/grace_had"
+sed -i '/^end 0 1 /d' "$work/grace_had/records"
+echo "gone 101 1003.00 1003.10" >>"$work/grace_had/gone"
+expect grace_had pass
+# ... nor cut short by a replacement agent of its machine rank on another
+# host (its sweep kills what the old, frozen agent left; the old one is
+# killed only later).
+takeover_grace() {
+  local d=$1; takeover "$d"
+  sed -i '/^end 0 2 /d' "$d/records"
+  echo "gone 102 1002.60 1002.70" >>"$d/gone"
+  sed -i 's/^killed agent1.1 11 1002.0/killed agent1.1 11 1004.0/; s/^exit agent1.1 11 137 1002.0/exit agent1.1 11 137 1004.0/' "$d/daemons"
+}
 
 # I2: rank 4 twice in generation 1 (rank 5 missing).
 good "$work/dup_rank"
@@ -152,6 +179,11 @@ exit coord1 10 0 1010.1
 EOF
 }
 takeover "$work/takeover"; expect takeover pass
+takeover_grace "$work/takeover_grace"; expect takeover_grace pass
+# (Without the replacement, the same is a cut checkpoint.)
+takeover_grace "$work/takeover_grace_cut"
+sed -i '/agent1.[23]/d' "$work/takeover_grace_cut/daemons"
+expect takeover_grace_cut I7
 takeover "$work/takeover_failed"
 sed -i 's/^exit agent1.3 14 0 /exit agent1.3 14 1 /' "$work/takeover_failed/daemons"
 expect takeover_failed I5

@@ -50,9 +50,10 @@
 #                                        a newline, then 100000 lines
 # Kinds are drawn from a bag (a seeded shuffle of every kind, refilled when
 # empty), so each kind comes once in every 16 faults.
-# Workers (tests/nemesis/worker.sh) write start/end records; a watcher
+# Workers (tests/nemesis/worker.sh) write start/end records and, told to
+# stop, save a checkpoint for 0.3-1.0 s first (a stop record); a watcher
 # notes when each worker pid was last seen alive; after each job nemesis.sh
-# records what is left on the hosts, and check.py checks invariants I1-I6
+# records what is left on the hosts, and check.py checks invariants I1-I7
 # (see there). Freezes, partitions, relay faults, full disks and shifted
 # clocks heal in the background, so faults overlap. Every other job (drawn)
 # gets one more fault in its last second, when a worker of its final
@@ -69,10 +70,29 @@
 # Exit: 0 all invariants held, 1 a violation (or the nemesis itself broke),
 # 77 skipped (no root/netns).
 #
-# Teeth, tried and NOT caught so far (scripts/mutants.sh has a "nemesis"
-# kind for a mutant it does catch; none is listed):
-#  - coordinator/job_state_machine.cc ReadyToStart ending in "return true;"
-#    (another host gets a lost machine's ranks at once):
+# Teeth (scripts/mutants.sh runs the "nemesis" mutants it lists):
+#  - CAUGHT: "if (live_ranks_ > 0) return;" in MaybeFinish
+#    (coordinator/job_state_machine.cc) weakened to "... && phase_ ==
+#    JobPhase::kRunning" (the next generation starts before the old one's
+#    workers have exited), mutant restart-before-old-generation-ended-nemesis:
+#      nemesis.sh BUILD --seed 1 --seconds 20 --window 4 --only worker_crash
+#    fails 5 of 5 runs (about 16 s each; the unchanged build passes 4 of 4;
+#    scripts/mutants.sh restart-before-old-generation-ended-nemesis: 33 s
+#    with the rebuild, after a 16 s baseline), check.py printing 15 times,
+#    first
+#      VIOLATION I7: generation 0 rank 2 (pid 6818 on node02) was told to
+#      stop at 1796307177.701 and asked 0.9 s to save its checkpoint, but
+#      was gone by 1796307177.804 without an end record; no daemon of its
+#      machine (agent1.1) started, was killed, exited or hung meanwhile
+#    Before, workers ended on SIGTERM within milliseconds, so the early
+#    restart found them gone. Now they take 0.3-1.0 s (a checkpoint), the
+#    coordinator restarts 0.1 s (the first backoff) after the crash, and
+#    each agent, handed the new generation, SIGKILLs what is left of the old
+#    one before it starts the new workers: the checkpoints are lost. I1 does
+#    not see it (the old workers are gone before the new ones start on each
+#    host; across hosts a few ms apart, under the watcher's 0.1 s); I7 does.
+#  - NOT CAUGHT: ReadyToStart ending in "return true;" (another host gets a
+#    lost machine's ranks at once):
 #      nemesis.sh BUILD --seed 1 --seconds 30 --only cross_host_takeover
 #    passes (7 generations instead of 3: the ranks do move at once). The
 #    test hosts share one PID namespace, so the replacement agent's sweep of
@@ -82,10 +102,6 @@
 #    other test host before it takes the ranks. Catching it needs a PID
 #    namespace per test host (or agents that dial the coordinator by
 #    another address per host: NAT, which this machine lacks).
-#  - "if (live_ranks_ > 0) return;" weakened to "... && phase_ ==
-#    JobPhase::kRunning" (restart before the old generation ended):
-#      nemesis.sh BUILD --seed 1 --seconds 30 --only worker_crash,stop_agent_short,stop_agent_long
-#    passes: workers end on SIGTERM within milliseconds.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S] [--only K,...]}" && pwd)
@@ -644,7 +660,8 @@ done
 echo "invariants checked after each job: I1 one generation at a time, I2 ranks 0..5 once with one WORLD_SIZE,"
 echo "  I3 nothing left (processes, worker pids, port $port), I4 generations only increase per host and"
 echo "  a generation the coordinator could not keep does not start, I5 exit code matches the workers"
-echo "  (or the coordinator's stated full disk), I6 job and daemons ended within $job_limit s"
+echo "  (or the coordinator's stated full disk), I6 job and daemons ended within $job_limit s,"
+echo "  I7 a worker told to stop is not killed before it saved its checkpoint"
 if [ $failed = 0 ]; then
   verdict=PASS
   echo "PASS"

@@ -11,8 +11,15 @@
 # the test hosts (network namespaces) share. It runs SECONDS and exits 0,
 # unless the nemesis leaves JOB_DIR/ctl/crash.RANK (exit 1) or
 # JOB_DIR/ctl/flood.RANK (a 5 MiB line without a newline, then 100000 lines);
-# the first worker of that rank to see the file takes it. SIGTERM ends it with
-# 143 after an end record. A SIGKILL leaves no end record: the nemesis'
+# the first worker of that rank to see the file takes it. On SIGTERM it does
+# what a trainer does when told to stop: it saves a checkpoint, which takes
+# 0.3-1.0 s (drawn from RANK and the generation, well under the suite's
+# --stop_grace 2), recorded as
+#   stop  GEN RANK PID HOST TIME SECONDS
+# then writes its end record and exits 143 (further SIGTERMs are ignored
+# meanwhile; a SIGKILL cuts it short). A worker that ended on SIGTERM within
+# milliseconds hid a coordinator that started the next generation while the
+# old one was still stopping. A SIGKILL leaves no end record: the nemesis'
 # watcher records when its pid was last seen alive.
 set -u
 dir=$1 seconds=$2
@@ -22,7 +29,18 @@ me=$$
 rec() { echo "$*" >>"$dir/records"; }
 
 rec "start $g $RANK $me $host $EPOCHREALTIME ${WORLD_SIZE:-?} ${TRL_JOB_ID:-?}"
-trap 'rec "end $g $RANK $me $host $EPOCHREALTIME term"; exit 143' TERM
+# The checkpoint's length: 0.3-1.0 s in steps of 0.1, from rank and generation.
+gnum=${g//[^0-9]/}
+checkpoint=0.$(( (RANK * 3 + ${gnum:-0} * 5) % 8 + 3 ))
+[ "$checkpoint" = 0.10 ] && checkpoint=1.0
+on_term() {
+  trap '' TERM
+  rec "stop $g $RANK $me $host $EPOCHREALTIME $checkpoint"
+  sleep "$checkpoint"
+  rec "end $g $RANK $me $host $EPOCHREALTIME term"
+  exit 143
+}
+trap on_term TERM
 
 # Is a worker of an older generation still alive? Its start record has no end
 # record and its pid still runs this script (not a zombie).
