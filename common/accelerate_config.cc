@@ -382,9 +382,10 @@ absl::Status ValidateAccelerateConfig(const AccelerateConfig& c) {
                    " is not divisible by num_machines ", c.num_machines,
                    " (num_processes is the total over all machines)");
   }
-  if (c.main_process_port < 1 || c.main_process_port > 65535) {
+  // 0: a free port, as in Accelerate (trl-coord start picks one).
+  if (c.main_process_port < 0 || c.main_process_port > 65535) {
     return invalid("main_process_port ", c.main_process_port,
-                   " is outside 1..65535");
+                   " is outside 1..65535 (or 0: a free port)");
   }
   if (c.num_machines > 1 && c.main_process_ip.empty()) {
     return invalid("main_process_ip is required when num_machines is ",

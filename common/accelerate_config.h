@@ -23,6 +23,9 @@ struct AccelerateConfig {
   std::string distributed_type = "NO";
   std::string mixed_precision = "no";
   bool use_cpu = false;
+  // The --cpu flag itself: Accelerate then runs its plain CPU launcher
+  // whatever distributed_type says (use_cpu from the file does not).
+  bool cpu_flag = false;
   bool debug = false;
   // Total over all machines; -1 means "not set" (the built-in default picks
   // one process per local GPU, or one CPU process).
@@ -37,6 +40,10 @@ struct AccelerateConfig {
   std::string main_training_function = "main";
   bool enable_cpu_affinity = false;
   std::string downcast_bf16 = "no";
+  // --num_cpu_threads_per_process (a flag only); 0: not given.
+  int num_cpu_threads_per_process = 0;
+  // torchrun's --role (ROLE_NAME); a flag only.
+  std::string role = "default";
   ConfigSection deepspeed_config;
   ConfigSection fsdp_config;
   ConfigSection dynamo_config;

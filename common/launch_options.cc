@@ -29,7 +29,184 @@ AccelerateConfig BuiltInDefault() {
   return config;
 }
 
+const std::vector<std::string>& DynamoBackends() {
+  static const auto* backends =
+      new std::vector<std::string>{"no",
+                                   "eager",
+                                   "aot_eager",
+                                   "inductor",
+                                   "aot_ts_nvfuser",
+                                   "nvprims_nvfuser",
+                                   "cudagraphs",
+                                   "ofi",
+                                   "fx2trt",
+                                   "onnxrt",
+                                   "tensorrt",
+                                   "aot_torchxla_trace_once",
+                                   "torhchxla_trace_once",
+                                   "ipex",
+                                   "tvm"};
+  return *backends;
+}
+
+// Accelerate's flags beyond the ones every launcher has, and the refused
+// ones (accelerate_flags.h).
+void AddMoreAccelerateFlags(CLI::App& app, LaunchOptions& o) {
+  app.add_flag("-q," + FlagNames("quiet"), o.quiet,
+               "Accepted for `accelerate launch`: trl-launch shows no "
+               "launcher stack trace to silence");
+  app.add_flag(FlagNames("debug"), o.debug,
+               "ACCELERATE_DEBUG_MODE=true for the workers");
+  app.add_flag(FlagNames("multi_gpu"), o.multi_gpu,
+               "distributed_type MULTI_GPU, whatever the file says");
+  app.add_flag(FlagNames("use_deepspeed"), o.use_deepspeed,
+               "Accepted when the config's distributed_type is DEEPSPEED");
+  app.add_flag(FlagNames("use_fsdp"), o.use_fsdp,
+               "Accepted when the config's distributed_type is FSDP");
+  app.add_flag(FlagNames("use_megatron_lm"), o.use_megatron_lm,
+               "Accepted when the config's distributed_type is MEGATRON_LM");
+  app.add_flag(FlagNames("enable_cpu_affinity"), o.enable_cpu_affinity,
+               "ACCELERATE_CPU_AFFINITY=1 for the workers");
+  app.add_flag(FlagNames("same_network"), o.same_network,
+               "Accepted for `accelerate launch`: the coordinator is the "
+               "rendezvous on any network");
+  o.num_cpu_threads_flag =
+      app.add_option(FlagNames("num_cpu_threads_per_process"),
+                     o.num_cpu_threads_per_process,
+                     "OMP_NUM_THREADS of every worker (default: the "
+                     "inherited OMP_NUM_THREADS, else for CPU jobs each "
+                     "process's share of the physical cores, else 1)")
+          ->check(CLI::Range(1, 1 << 20));
+  o.role_flag = app.add_option(FlagNames("role"), o.role,
+                               "ROLE_NAME of the workers (default: default)");
+  o.rdzv_backend_flag = app.add_option(
+      FlagNames("rdzv_backend"), o.rdzv_backend,
+      "Accepted for `accelerate launch` (static, c10d, etcd, etcd-v2): the "
+      "coordinator is the rendezvous whichever is named");
+  o.dynamo_backend_flag =
+      app.add_option(FlagNames("dynamo_backend"), o.dynamo_backend,
+                     "torch.compile backend (ACCELERATE_DYNAMO_BACKEND)")
+          ->check(CLI::IsMember(DynamoBackends(), CLI::ignore_case));
+  o.dynamo_mode_flag =
+      app.add_option(FlagNames("dynamo_mode"), o.dynamo_mode,
+                     "torch.compile mode (ACCELERATE_DYNAMO_MODE)")
+          ->check(CLI::IsMember({"default", "reduce-overhead", "max-autotune",
+                                 "max-autotune-no-cudagraphs"}));
+  app.add_flag(FlagNames("dynamo_use_fullgraph"), o.dynamo_use_fullgraph,
+               "ACCELERATE_DYNAMO_USE_FULLGRAPH=True");
+  app.add_flag(FlagNames("dynamo_use_dynamic"), o.dynamo_use_dynamic,
+               "ACCELERATE_DYNAMO_USE_DYNAMIC=True (unset: torch.compile "
+               "decides)");
+  app.add_flag(FlagNames("dynamo_use_regional_compilation"),
+               o.dynamo_use_regional_compilation,
+               "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION=True");
+  for (const AccelerateLaunchFlag& flag : AccelerateLaunchFlags()) {
+    if (flag.honoured) continue;
+    std::string names = FlagNames(flag.name.substr(2));
+    if (!flag.short_name.empty()) names = flag.short_name + "," + names;
+    CLI::Option* option = flag.takes_value ? app.add_option(names)->expected(1)
+                                           : app.add_flag(names);
+    // Hidden from --help; listed in the README with its reason.
+    option->group("");
+    o.refused_flags.emplace_back(&flag, option);
+  }
+}
+
+void SetSectionValue(ConfigSection& section, const std::string& key,
+                     const std::string& value) {
+  for (auto& [k, v] : section) {
+    if (k == key) {
+      v = value;
+      return;
+    }
+  }
+  section.emplace_back(key, value);
+}
+
+// Accelerate's flags that choose the launcher and what the workers see,
+// applied over the file as `accelerate launch` applies them.
+absl::Status ApplyAccelerateFlags(const LaunchOptions& o,
+                                  AccelerateConfig& config) {
+  const int paradigms = int{o.use_cpu && Given(o.use_cpu_flag)} +
+                        int{o.multi_gpu} + int{o.use_deepspeed} +
+                        int{o.use_fsdp};
+  if (paradigms > 1) {
+    return absl::InvalidArgumentError(
+        "only one of --cpu, --multi_gpu, --use_deepspeed, --use_fsdp may be "
+        "given (as in `accelerate launch`)");
+  }
+  if (o.multi_gpu) {
+    if (Given(o.num_processes_flag) && o.num_processes < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--multi_gpu needs at least 2 processes; "
+                       "--num_processes is ",
+                       o.num_processes));
+    }
+    config.distributed_type = "MULTI_GPU";
+  }
+  const struct {
+    bool given;
+    const char* flag;
+    const char* type;
+    const char* section;
+  } paradigm_flags[] = {
+      {o.use_deepspeed, "--use_deepspeed", "DEEPSPEED", "deepspeed_config"},
+      {o.use_fsdp, "--use_fsdp", "FSDP", "fsdp_config"},
+      {o.use_megatron_lm, "--use_megatron_lm", "MEGATRON_LM",
+       "megatron_lm_config"},
+  };
+  for (const auto& p : paradigm_flags) {
+    if (p.given && config.distributed_type != p.type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          p.flag, " is refused: trl-launch takes ", p.type,
+          " settings from the config file only; set distributed_type: ", p.type,
+          " and its ", p.section, " there (", config.source,
+          " says distributed_type '", config.distributed_type, "')"));
+    }
+  }
+  if (o.debug) config.debug = true;
+  if (o.enable_cpu_affinity) config.enable_cpu_affinity = true;
+  if (o.same_network) config.same_network = true;
+  if (Given(o.rdzv_backend_flag)) config.rdzv_backend = o.rdzv_backend;
+  if (Given(o.role_flag)) {
+    if (o.role.empty()) {
+      return absl::InvalidArgumentError("--role must not be empty");
+    }
+    config.role = o.role;
+  }
+  if (Given(o.num_cpu_threads_flag)) {
+    config.num_cpu_threads_per_process = o.num_cpu_threads_per_process;
+  }
+  if (Given(o.dynamo_backend_flag)) {
+    SetSectionValue(config.dynamo_config, "dynamo_backend",
+                    absl::AsciiStrToLower(o.dynamo_backend));
+  }
+  if (Given(o.dynamo_mode_flag)) {
+    SetSectionValue(config.dynamo_config, "dynamo_mode", o.dynamo_mode);
+  }
+  if (o.dynamo_use_fullgraph) {
+    SetSectionValue(config.dynamo_config, "dynamo_use_fullgraph", "true");
+  }
+  if (o.dynamo_use_dynamic) {
+    SetSectionValue(config.dynamo_config, "dynamo_use_dynamic", "true");
+  }
+  if (o.dynamo_use_regional_compilation) {
+    SetSectionValue(config.dynamo_config, "dynamo_use_regional_compilation",
+                    "true");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status CheckRefusedFlags(const LaunchOptions& options) {
+  for (const auto& [flag, option] : options.refused_flags) {
+    if (Given(option)) {
+      return absl::InvalidArgumentError(RefusedFlagMessage(*flag, flag->name));
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::map<std::string, std::string> LauncherFingerprint(
     const LaunchOptions& options) {
@@ -95,6 +272,7 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                "Run the command as a Python module (python -m)");
   app.add_flag(FlagNames("no_python"), o.no_python,
                "Execute the command directly, not through Python");
+  AddMoreAccelerateFlags(app, o);
   app.add_option(FlagNames("advertise_addr"), o.advertise_addr,
                  "Address other machines reach this one at (default: the "
                  "local address of the route to the coordinator)");
@@ -196,6 +374,7 @@ bool DefaultConfigExists(const std::string& path) {
 absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
     const LaunchOptions& o, const LocalMachine& machine,
     std::vector<std::string>* notes) {
+  if (auto refused = CheckRefusedFlags(o); !refused.ok()) return refused;
   AccelerateConfig config;
   if (!o.config_file.empty()) {
     auto loaded = LoadAccelerateConfigFile(o.config_file);
@@ -222,7 +401,13 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
     config.mixed_precision_from_file = false;
   }
   if (Given(o.gpu_ids_flag)) config.gpu_ids = o.gpu_ids;
-  if (Given(o.use_cpu_flag)) config.use_cpu = o.use_cpu;
+  if (Given(o.use_cpu_flag)) {
+    config.use_cpu = o.use_cpu;
+    config.cpu_flag = o.use_cpu;
+  }
+  if (auto applied = ApplyAccelerateFlags(o, config); !applied.ok()) {
+    return applied;
+  }
   if (o.slurm) {
     auto job = ReadSlurmJob(machine.environment);
     if (!job.ok()) return job.status();
@@ -248,6 +433,13 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
   }
   if (auto status = ValidateAccelerateConfig(config); !status.ok()) {
     return status;
+  }
+  if (config.main_process_port == 0 && !o.allow_free_port) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config.source,
+        ": main_process_port 0 (a free port, chosen by the coordinator) is "
+        "refused here: this daemon cannot learn which port `trl-coord start` "
+        "chose; give the port it printed"));
   }
   return config;
 }

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/accelerate_config.h"
+#include "common/accelerate_flags.h"
 
 namespace CLI {
 class App;
@@ -37,6 +38,22 @@ struct LaunchOptions {
   std::string worker_user;
   bool module = false;
   bool no_python = false;
+  bool quiet = false;  // nothing to silence: no launcher stack trace is shown
+  bool debug = false;
+  bool multi_gpu = false;
+  bool use_deepspeed = false;
+  bool use_fsdp = false;
+  bool use_megatron_lm = false;
+  bool enable_cpu_affinity = false;
+  bool same_network = false;  // the coordinator is the rendezvous either way
+  int num_cpu_threads_per_process = 0;
+  std::string role;
+  std::string rdzv_backend;
+  std::string dynamo_backend;
+  std::string dynamo_mode;
+  bool dynamo_use_fullgraph = false;
+  bool dynamo_use_dynamic = false;
+  bool dynamo_use_regional_compilation = false;
 
   // Launcher settings that an Accelerate file cannot hold.
   std::string advertise_addr;
@@ -91,6 +108,20 @@ struct LaunchOptions {
   CLI::Option* mixed_precision_flag = nullptr;
   CLI::Option* gpu_ids_flag = nullptr;
   CLI::Option* use_cpu_flag = nullptr;
+  CLI::Option* num_cpu_threads_flag = nullptr;
+  CLI::Option* role_flag = nullptr;
+  CLI::Option* rdzv_backend_flag = nullptr;
+  CLI::Option* dynamo_backend_flag = nullptr;
+  CLI::Option* dynamo_mode_flag = nullptr;
+  // Accelerate's flags that trl-launch refuses (accelerate_flags.h), each
+  // registered so that it is never taken for the command; giving one makes
+  // ResolveLaunchConfig fail naming it.
+  std::vector<std::pair<const AccelerateLaunchFlag*, CLI::Option*>>
+      refused_flags;
+
+  // trl-agent cannot learn a port the coordinator chose: only `trl-coord
+  // start` may take main_process_port 0 (it then picks a free port).
+  bool allow_free_port = false;
 };
 
 // The launcher settings every agent must share with the coordinator, key ->
@@ -117,6 +148,10 @@ std::string AccelerateDefaultConfigPath(const LocalMachine& machine);
 
 // Parses a comma-separated list of exit codes (0..255), e.g. "2,64".
 absl::StatusOr<std::vector<int>> ParseExitCodeList(const std::string& text);
+
+// The first refused `accelerate launch` flag given, as an error naming it;
+// OK when none was given.
+absl::Status CheckRefusedFlags(const LaunchOptions& options);
 
 // Loads the config the flags name (or the default one), applies the flag
 // overrides and fills what is still unset, then validates it.

@@ -1,6 +1,11 @@
 #include "common/worker_environment.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -26,8 +31,15 @@ void AddDynamoVariables(const AccelerateConfig& config, Environment& env) {
       AccelerateConfig::Lookup(dynamo, "dynamo_mode", "default");
   env["ACCELERATE_DYNAMO_USE_FULLGRAPH"] = PythonBool(
       AccelerateConfig::Lookup(dynamo, "dynamo_use_fullgraph", "false"));
-  env["ACCELERATE_DYNAMO_USE_DYNAMIC"] = PythonBool(
-      AccelerateConfig::Lookup(dynamo, "dynamo_use_dynamic", "false"));
+  // Unset unless the file or the flag says: torch.compile then decides.
+  if (const std::string dynamic =
+          AccelerateConfig::Lookup(dynamo, "dynamo_use_dynamic", "");
+      !dynamic.empty()) {
+    env["ACCELERATE_DYNAMO_USE_DYNAMIC"] = PythonBool(dynamic);
+  }
+  env["ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION"] =
+      PythonBool(AccelerateConfig::Lookup(
+          dynamo, "dynamo_use_regional_compilation", "false"));
 }
 
 void AddFsdpVariables(const AccelerateConfig& config, Environment& env) {
@@ -100,36 +112,91 @@ void AddDeepSpeedVariables(const AccelerateConfig& config, Environment& env) {
 
 }  // namespace
 
+int LocalPhysicalCoreCount() {
+  std::set<std::string> cores;
+  std::error_code error;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/sys/devices/system/cpu", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() < 4 || name.compare(0, 3, "cpu") != 0 ||
+        !std::all_of(name.begin() + 3, name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    for (const char* file : {"core_cpus_list", "thread_siblings_list"}) {
+      std::ifstream in(entry.path() / "topology" / file);
+      std::string siblings;
+      if (in >> siblings) {
+        cores.insert(siblings);
+        break;
+      }
+    }
+  }
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 Environment BuildJobEnvironment(const AccelerateConfig& config,
                                 const JobEnvironmentInputs& in) {
   Environment env;
-  const std::string world = std::to_string(in.world_size);
-  env["WORLD_SIZE"] = world;
-  env["ROLE_WORLD_SIZE"] = world;
-  env["GROUP_WORLD_SIZE"] = std::to_string(config.num_machines);
-  env["ROLE_NAME"] = "default";
-  env["MASTER_ADDR"] = in.master_addr;
-  env["MASTER_PORT"] = std::to_string(in.master_port);
-  // The job's global generation: every rank of a generation agrees on it.
-  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(in.generation);
-  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(in.max_restarts);
-  env["TORCHELASTIC_RUN_ID"] = in.job_id;
-  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  // distributed_type NO with one process: Accelerate's plain launcher starts
+  // the script as an ordinary process (DistributedType.NO), without
+  // torchrun's variables, which would make it a world of one.
+  const bool plain = config.distributed_type == "NO" &&
+                     config.num_processes == 1 && config.num_machines == 1;
+  if (!plain) {
+    const std::string world = std::to_string(in.world_size);
+    env["WORLD_SIZE"] = world;
+    env["ROLE_WORLD_SIZE"] = world;
+    env["GROUP_WORLD_SIZE"] = std::to_string(config.num_machines);
+    env["ROLE_NAME"] = config.role;
+    env["MASTER_ADDR"] = in.master_addr;
+    env["MASTER_PORT"] = std::to_string(in.master_port);
+    // The job's global generation: every rank of a generation agrees on it.
+    env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(in.generation);
+    env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(in.max_restarts);
+    env["TORCHELASTIC_RUN_ID"] = in.job_id;
+    env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  }
 
   env["ACCELERATE_MIXED_PRECISION"] = config.mixed_precision;
   if (config.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
   if (config.enable_cpu_affinity) env["ACCELERATE_CPU_AFFINITY"] = "1";
-  const bool cpu = config.use_cpu || config.distributed_type == "MULTI_CPU";
-  if (cpu) {
-    env["ACCELERATE_USE_CPU"] = "True";
+  // Accelerate picks its launcher by distributed_type; only the --cpu flag
+  // overrides that (use_cpu from the file does not make a DeepSpeed or FSDP
+  // job a CPU one). NO and MULTI_CPU run its plain (CPU) launcher.
+  const bool simple_launcher = config.cpu_flag ||
+                               config.distributed_type == "NO" ||
+                               config.distributed_type == "MULTI_CPU";
+  const bool deepspeed =
+      !simple_launcher && config.distributed_type == "DEEPSPEED";
+  if (simple_launcher) {
+    const bool cpu = config.use_cpu || config.distributed_type == "MULTI_CPU";
+    env["ACCELERATE_USE_CPU"] = cpu ? "True" : "False";
+    if (cpu) {
+      env["KMP_AFFINITY"] = "granularity=fine,compact,1,0";
+      env["KMP_BLOCKTIME"] = "1";
+    }
     AddDynamoVariables(config, env);
-  } else if (config.distributed_type == "DEEPSPEED") {
+  } else if (deepspeed) {
     AddDeepSpeedVariables(config, env);
   } else {
     AddDynamoVariables(config, env);
     if (config.distributed_type == "FSDP") AddFsdpVariables(config, env);
     if (config.distributed_type == "MEGATRON_LM") {
       env["ACCELERATE_USE_MEGATRON_LM"] = "true";
+    }
+  }
+  // OMP_NUM_THREADS: Accelerate's DeepSpeed launcher leaves it to torchrun
+  // (1 with several local processes); the others set
+  // --num_cpu_threads_per_process, else the inherited value, else for CPU
+  // jobs (use_cpu) each process's share of the physical cores, else 1.
+  if (!deepspeed) {
+    if (config.num_cpu_threads_per_process > 0) {
+      env["OMP_NUM_THREADS"] =
+          std::to_string(config.num_cpu_threads_per_process);
+    } else if (config.use_cpu) {
+      env[kOmpShareOfPhysicalCores] = "1";
     }
   }
 
@@ -151,27 +218,49 @@ Environment BuildWorkerEnvironment(const Environment& inherited,
   // generation's store token.
   env.erase("TRL_AUTH_TOKEN");
   for (const auto& [name, value] : job_environment) env[name] = value;
+  const bool share_of_cores = env.erase(kOmpShareOfPhysicalCores) > 0;
   auto set_unless_inherited = [&](const std::string& name,
                                   const std::string& value) {
     if (inherited.count(name) == 0 && !value.empty()) env[name] = value;
   };
 
-  const int rank = in.rank_offset + in.local_rank;
-  env["RANK"] = std::to_string(rank);
-  env["ROLE_RANK"] = std::to_string(rank);
-  env["LOCAL_RANK"] = std::to_string(in.local_rank);
-  env["LOCAL_WORLD_SIZE"] = std::to_string(in.local_world_size);
+  const bool distributed = job_environment.count("WORLD_SIZE") > 0;
+  if (distributed) {
+    const int rank = in.rank_offset + in.local_rank;
+    env["RANK"] = std::to_string(rank);
+    env["ROLE_RANK"] = std::to_string(rank);
+    env["LOCAL_RANK"] = std::to_string(in.local_rank);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(in.local_world_size);
+    if (!in.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
+    set_unless_inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  }
+  // Also for a plain process: an agent finds what an earlier agent of its
+  // machine left running by it (stale_workers.cc).
   env["GROUP_RANK"] = std::to_string(in.machine_rank);
-  if (!in.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
   if (!in.heartbeat_file.empty()) env["TRL_HEARTBEAT_FILE"] = in.heartbeat_file;
   env["TRL_MACHINE_RANK"] = std::to_string(in.machine_rank);
 
-  set_unless_inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-  if (in.local_world_size > 1) set_unless_inherited("OMP_NUM_THREADS", "1");
+  if (job_environment.count("OMP_NUM_THREADS") == 0) {
+    const bool deepspeed = job_environment.count("ACCELERATE_USE_DEEPSPEED");
+    if (deepspeed) {
+      // torchrun's own default.
+      if (in.local_world_size > 1) set_unless_inherited("OMP_NUM_THREADS", "1");
+    } else {
+      int threads = 1;
+      if (share_of_cores) {
+        const int cores = in.physical_cores > 0 ? in.physical_cores
+                                                : LocalPhysicalCoreCount();
+        threads = std::max(1, cores / std::max(1, in.local_world_size));
+      }
+      set_unless_inherited("OMP_NUM_THREADS", std::to_string(threads));
+    }
+  }
   set_unless_inherited("NCCL_SOCKET_IFNAME", in.interface_name);
   set_unless_inherited("GLOO_SOCKET_IFNAME", in.interface_name);
 
-  const bool uses_gpus = job_environment.count("ACCELERATE_USE_CPU") == 0;
+  auto use_cpu = job_environment.find("ACCELERATE_USE_CPU");
+  const bool uses_gpus =
+      use_cpu == job_environment.end() || use_cpu->second != "True";
   if (uses_gpus && !in.gpu_ids.empty() && in.gpu_ids != "all") {
     env["CUDA_VISIBLE_DEVICES"] = in.gpu_ids;
   }

@@ -48,14 +48,31 @@ struct RankEnvironmentInputs {
   std::string error_file;
   std::string heartbeat_file;
   std::string working_directory;
+  // Physical cores of this machine, for CPU jobs' OMP_NUM_THREADS; 0: read
+  // them from this machine (LocalPhysicalCoreCount).
+  int physical_cores = 0;
 };
+
+// Physical cores (not hyperthreads) of this machine, counted as psutil's
+// cpu_count(logical=False) counts them on Linux: distinct sibling sets in
+// /sys/devices/system/cpu/cpu*/topology; at least 1.
+int LocalPhysicalCoreCount();
+
+// The job environment's marker that every rank's OMP_NUM_THREADS is its
+// share of its machine's physical cores (Accelerate's default for CPU
+// jobs); BuildWorkerEnvironment consumes it, workers never see it.
+inline constexpr char kOmpShareOfPhysicalCores[] =
+    "TRL_OMP_SHARE_OF_PHYSICAL_CORES";
 
 // The complete environment of one worker: the agent's own environment
 // (`inherited`), overlaid with the job's variables and then the rank's.
 // Variables the user may tune (OMP_NUM_THREADS,
 // TORCH_NCCL_ASYNC_ERROR_HANDLING, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) are
-// set only when `inherited` lacks them. TRL_AUTH_TOKEN, the cluster's
-// token, is never passed on.
+// set only when `inherited` lacks them (OMP_NUM_THREADS from the job, i.e.
+// --num_cpu_threads_per_process, wins over the inherited one, as in
+// Accelerate). A job environment without WORLD_SIZE is a plain process
+// (Accelerate's DistributedType.NO): no torchrun rank variables.
+// TRL_AUTH_TOKEN, the cluster's token, is never passed on.
 Environment BuildWorkerEnvironment(const Environment& inherited,
                                    const Environment& job_environment,
                                    const RankEnvironmentInputs& inputs);

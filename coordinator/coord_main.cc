@@ -132,6 +132,15 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   if (!host.ok()) {
     return Fail(absl::StrCat("main_process_ip: ", host.status().message()));
   }
+  if (config->main_process_port == 0) {  // as Accelerate: a free port
+    auto port = trl::PickFreePort(*host);
+    if (!port.ok()) return Fail(std::string(port.status().message()));
+    config->main_process_port = *port;
+    log->info(
+        "main_process_port 0: the coordinator listens on free port {} (give "
+        "trl-agent on the other machines --main_process_port {})",
+        *port, *port);
+  }
   if (const std::string warning = trl::MissingGpuWarning(*config, machine);
       !warning.empty()) {
     log->warn("{}", warning);
@@ -463,9 +472,13 @@ int main(int argc, char** argv) {
   CLI::App* ps = app.add_subcommand("ps", "Show a running job");
   trl::AddPsFlags(*ps, ps_flags);
 
-  if (auto exit_code = trl::ParseCommandLine(app, argc, argv)) {
+  std::vector<std::string> command;
+  if (auto exit_code =
+          trl::ParseCommandLineWithCommand(app, *start, argc, argv, &command)) {
     return *exit_code;
   }
-  if (start->parsed()) return Start(start_flags, start->remaining());
+  // Only the coordinator can choose a free port (main_process_port 0).
+  start_flags.launch.allow_free_port = true;
+  if (start->parsed()) return Start(start_flags, command);
   return trl::RunPs(ps_flags);
 }

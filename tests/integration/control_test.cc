@@ -250,5 +250,98 @@ TEST_F(LauncherTest, SecondCoordinatorOnTheSamePortFails) {
   EXPECT_EQ(first->Wait(seconds(20)), 128 + SIGTERM) << first->Output();
 }
 
+TEST_F(LauncherTest, AccelerateFlagsRefusedOrUnknownExit2NamingTheFlag) {
+  const std::string port = std::to_string(port_);
+  const std::vector<std::string> common = {"--main_process_ip", "127.0.0.1",
+                                           "--main_process_port", port};
+  const std::vector<BadInput> coordinator_cases = {
+      {{"--zero_stage", "2", "/bin/true"},
+       "--zero_stage (a flag of `accelerate launch`) is refused"},
+      {{"--tee", "3", "/bin/true"}, "--tee (a flag of `accelerate launch`)"},
+      {{"--mpirun_hostfile", "hosts", "/bin/true"}, "no mpirun"},
+      {{"--use_deepspeed", "/bin/true"}, "--use_deepspeed is refused"},
+      {{"--multi_gpu", "--num_processes", "1", "/bin/true"},
+       "--multi_gpu needs at least 2 processes"},
+      {{"--not_a_flag_anywhere", "/bin/true"},
+       "unknown flag '--not_a_flag_anywhere'"},
+      {{"-x", "/bin/true"}, "unknown flag '-x'"},
+  };
+  for (const auto& c : coordinator_cases) {
+    std::vector<std::string> argv = {TRL_COORD_BIN, "start"};
+    argv.insert(argv.end(), common.begin(), common.end());
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    Subprocess coord(argv);
+    EXPECT_EQ(coord.Wait(seconds(10)), 2) << c.expected << "\n"
+                                          << coord.Output();
+    EXPECT_NE(coord.Stderr().find(c.expected), std::string::npos)
+        << "expected '" << c.expected << "' in:\n"
+        << coord.Stderr();
+    EXPECT_EQ(coord.Stderr().find("was not found on PATH"), std::string::npos);
+    EXPECT_EQ(coord.Stderr().find("waiting for"), std::string::npos);
+    EXPECT_TRUE(PortIsFree(port_));
+  }
+  const std::vector<BadInput> agent_cases = {
+      {{"--main_process_port", port, "--zero_stage", "2"},
+       "--zero_stage (a flag of `accelerate launch`) is refused"},
+      {{"--main_process_port", port, "--not_a_flag_anywhere"},
+       "--not_a_flag_anywhere"},
+      {{"--main_process_port", "0"}, "cannot learn which port"},
+  };
+  for (const auto& c : agent_cases) {
+    std::vector<std::string> argv = {TRL_AGENT_BIN,
+                                     "--machine_rank",
+                                     "1",
+                                     "--num_machines",
+                                     "2",
+                                     "--num_processes",
+                                     "2",
+                                     "--use_cpu",
+                                     "--main_process_ip",
+                                     "127.0.0.1"};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    Subprocess agent(argv);
+    EXPECT_EQ(agent.Wait(seconds(10)), 2) << c.expected << "\n"
+                                          << agent.Output();
+    EXPECT_NE(agent.Stderr().find(c.expected), std::string::npos)
+        << "expected '" << c.expected << "' in:\n"
+        << agent.Stderr();
+  }
+}
+
+TEST_F(LauncherTest, DoubleDashStartsTheCommandAndLaterFlagsAreItsOwn) {
+  // `--` ends the launcher's flags; after the command's first word, a `--`
+  // and flags belong to the command (here: trl-env-worker's --exit_code).
+  auto coord = StartCoordinator(
+      1, 2,
+      {"--", "/bin/sh", "-c",
+       "[ \"$1\" = -- ] && [ \"$2\" = --multi_gpu ] && exit 0; exit 9", "sh",
+       "--", "--multi_gpu"});
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  auto failing = StartCoordinator(1, 2, Worker({"--exit_code", "7"}),
+                                  {"--quiet", "--same_network"});
+  EXPECT_EQ(failing->Wait(seconds(30)), 7) << failing->Output();
+  RememberWorkerPids(failing->Output());
+}
+
+TEST_F(LauncherTest, PortZeroPicksAFreePortAndSaysWhich) {
+  std::vector<std::string> argv = {TRL_COORD_BIN,
+                                   "start",
+                                   "--num_processes",
+                                   "2",
+                                   "--use_cpu",
+                                   "--main_process_ip",
+                                   "127.0.0.1",
+                                   "--main_process_port",
+                                   "0",
+                                   TRL_ENV_WORKER_BIN};
+  Subprocess coord(argv);
+  EXPECT_EQ(coord.Wait(seconds(30)), 0) << coord.Output();
+  RememberWorkerPids(coord.Output());
+  EXPECT_NE(coord.Stderr().find("main_process_port 0: the coordinator listens "
+                                "on free port"),
+            std::string::npos)
+      << coord.Stderr();
+}
+
 }  // namespace
 }  // namespace trl::testing

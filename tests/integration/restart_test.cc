@@ -306,11 +306,12 @@ TEST_F(RestartTest, RestartedCoordinatorResumesTheJob) {
 
 TEST_F(RestartTest, DaemonizedGrandchildIsGoneAfterTheJob) {
   // The worker starts a grandchild in a session of its own (outside its
-  // process group) that ignores SIGTERM, and exits 0 at once.
+  // process group) that ignores SIGTERM, and exits 0 at once. (One process
+  // of distributed_type NO is a plain process, without RANK.)
   auto coord = StartCoordinator(
       1, 1,
       {"/bin/sh", "-c",
-       "setsid sh -c 'trap \"\" TERM; echo \"pid $$ gen 9 rank $RANK\"; "
+       "setsid sh -c 'trap \"\" TERM; echo \"pid $$ gen 9 rank ${RANK:-0}\"; "
        "exec sleep 60' </dev/null & sleep 0.3; exit 0"});
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
   const auto seen = Sightings(coord->Stdout());

@@ -177,8 +177,8 @@ INSTANTIATE_TEST_SUITE_P(
                     "num_processes 3 is not divisible by num_machines 2"},
         InvalidCase{"num_processes: 1\nmain_process_port: 70000\n",
                     "main_process_port 70000 is outside 1..65535"},
-        InvalidCase{"num_processes: 1\nmain_process_port: 0\n",
-                    "main_process_port 0 is outside 1..65535"},
+        InvalidCase{"num_processes: 1\nmain_process_port: -1\n",
+                    "main_process_port -1 is outside 1..65535"},
         InvalidCase{"num_machines: 2\nnum_processes: 2\n",
                     "main_process_ip is required"},
         InvalidCase{"num_machines: 2\nnum_processes: 2\n"

@@ -131,5 +131,84 @@ TEST(LaunchOptionsTest, BadOverrideIsValidatedAfterwards) {
   EXPECT_NE(config.status().message().find("not divisible"), std::string::npos);
 }
 
+TEST(LaunchOptionsTest, AccelerateFlagsThatChooseTheLauncher) {
+  LocalMachine two_gpus;
+  two_gpus.gpu_count = 2;
+  auto config = Resolve({"--config_file", ConfigPath("single_gpu.yaml"),
+                         "--multi_gpu", "--num_processes", "2"},
+                        two_gpus);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->distributed_type, "MULTI_GPU");
+  // As Accelerate: --multi_gpu wins over the file's DeepSpeed.
+  config = Resolve(
+      {"--config_file", ConfigPath("deepspeed_zero3.yaml"), "--multi_gpu"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->distributed_type, "MULTI_GPU");
+  config = Resolve({"--multi_gpu", "--num_processes", "1"});
+  EXPECT_FALSE(config.ok());
+  config = Resolve({"--multi_gpu", "--cpu"});
+  EXPECT_FALSE(config.ok());
+  // --use_deepspeed agrees with a DeepSpeed file, and is refused otherwise.
+  config = Resolve(
+      {"--config_file", ConfigPath("deepspeed_zero3.yaml"), "--use_deepspeed"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  config = Resolve(
+      {"--config_file", ConfigPath("multi_gpu.yaml"), "--use_deepspeed"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("--use_deepspeed"),
+            std::string::npos)
+      << config.status();
+  config = Resolve({"--config_file", ConfigPath("fsdp1.yaml"), "--use-fsdp",
+                    "-q", "--same_network", "--debug", "--enable_cpu_affinity",
+                    "--role", "trainer", "--rdzv_backend", "c10d"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->debug);
+  EXPECT_TRUE(config->enable_cpu_affinity);
+  EXPECT_EQ(config->role, "trainer");
+  EXPECT_EQ(config->rdzv_backend, "c10d");
+}
+
+TEST(LaunchOptionsTest, DynamoAndThreadFlags) {
+  auto config =
+      Resolve({"--dynamo_backend", "INDUCTOR", "--dynamo-mode", "max-autotune",
+               "--dynamo_use_dynamic", "--dynamo_use_regional_compilation",
+               "--num_cpu_threads_per_process", "6", "--cpu"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(AccelerateConfig::Lookup(config->dynamo_config, "dynamo_backend"),
+            "inductor");
+  EXPECT_EQ(AccelerateConfig::Lookup(config->dynamo_config, "dynamo_mode"),
+            "max-autotune");
+  EXPECT_EQ(
+      AccelerateConfig::Lookup(config->dynamo_config, "dynamo_use_dynamic"),
+      "true");
+  EXPECT_EQ(AccelerateConfig::Lookup(config->dynamo_config,
+                                     "dynamo_use_regional_compilation"),
+            "true");
+  EXPECT_EQ(config->num_cpu_threads_per_process, 6);
+  EXPECT_TRUE(config->cpu_flag);
+  CLI::App app;
+  LaunchOptions options;
+  AddLaunchFlags(app, options);
+  std::vector<std::string> args = {"torch_compile_please", "--dynamo_backend"};
+  EXPECT_THROW(app.parse(args), CLI::ValidationError);
+}
+
+TEST(LaunchOptionsTest, PortZeroIsTheCoordinatorsOnly) {
+  CLI::App app;
+  LaunchOptions options;
+  AddLaunchFlags(app, options);
+  std::vector<std::string> args = {"0", "--main_process_port"};
+  app.parse(args);
+  auto config = ResolveLaunchConfig(options, LocalMachine{});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("cannot learn which port"),
+            std::string::npos)
+      << config.status();
+  options.allow_free_port = true;
+  config = ResolveLaunchConfig(options, LocalMachine{});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->main_process_port, 0);
+}
+
 }  // namespace
 }  // namespace trl

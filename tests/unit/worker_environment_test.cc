@@ -68,11 +68,14 @@ TEST(JobEnvironmentTest, NcclUniqueIdWhenGiven) {
 
 TEST(JobEnvironmentTest, MultiGpuAsAccelerateSetsIt) {
   const Environment env = BuildJobEnvironment(Load("multi_gpu.yaml"), Inputs());
-  ExpectContains(env, {{"ACCELERATE_MIXED_PRECISION", "bf16"},
-                       {"ACCELERATE_DYNAMO_BACKEND", "NO"},
-                       {"ACCELERATE_DYNAMO_MODE", "default"},
-                       {"ACCELERATE_DYNAMO_USE_FULLGRAPH", "False"},
-                       {"ACCELERATE_DYNAMO_USE_DYNAMIC", "False"}});
+  ExpectContains(env,
+                 {{"ACCELERATE_MIXED_PRECISION", "bf16"},
+                  {"ACCELERATE_DYNAMO_BACKEND", "NO"},
+                  {"ACCELERATE_DYNAMO_MODE", "default"},
+                  {"ACCELERATE_DYNAMO_USE_FULLGRAPH", "False"},
+                  {"ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "False"}});
+  // Accelerate leaves it unset unless asked: torch.compile then decides.
+  EXPECT_EQ(env.count("ACCELERATE_DYNAMO_USE_DYNAMIC"), 0u);
   EXPECT_EQ(env.count("ACCELERATE_USE_CPU"), 0u);
   EXPECT_EQ(env.count("ACCELERATE_USE_FSDP"), 0u);
   EXPECT_EQ(env.count("ACCELERATE_USE_DEEPSPEED"), 0u);
@@ -174,7 +177,7 @@ TEST(WorkerEnvironmentTest, UserSettingsWin) {
                               {"GLOO_SOCKET_IFNAME", "ib0"},
                               {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
                               {"RANK", "99"}},
-                             {}, inputs);
+                             {{"WORLD_SIZE", "2"}}, inputs);
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "8");
   EXPECT_EQ(env.at("NCCL_SOCKET_IFNAME"), "ib0");
   EXPECT_EQ(env.at("GLOO_SOCKET_IFNAME"), "ib0");
@@ -191,11 +194,121 @@ TEST(WorkerEnvironmentTest, TheClusterTokenIsNeverPassedOn) {
   EXPECT_EQ(env.at("HOME"), "/home/u");
 }
 
-TEST(WorkerEnvironmentTest, OneProcessPerNodeLeavesOmpAlone) {
+TEST(WorkerEnvironmentTest, OneGpuProcessPerNodeGetsOneThreadAsInAccelerate) {
   RankEnvironmentInputs inputs;
   inputs.local_world_size = 1;
-  EXPECT_EQ(BuildWorkerEnvironment({}, {}, inputs).count("OMP_NUM_THREADS"),
-            0u);
+  const Environment job = BuildJobEnvironment(Load("multi_gpu.yaml"), Inputs());
+  EXPECT_EQ(BuildWorkerEnvironment({}, job, inputs).at("OMP_NUM_THREADS"), "1");
+}
+
+// A CPU config with `local` processes per machine, each machine with 8
+// physical cores.
+Environment CpuWorker(const AccelerateConfig& config, int local,
+                      const Environment& inherited = {}) {
+  RankEnvironmentInputs inputs;
+  inputs.local_world_size = local;
+  inputs.physical_cores = 8;
+  return BuildWorkerEnvironment(inherited,
+                                BuildJobEnvironment(config, Inputs()), inputs);
+}
+
+TEST(WorkerEnvironmentTest, CpuProcessesShareThePhysicalCoresAsInAccelerate) {
+  AccelerateConfig config;
+  config.distributed_type = "MULTI_CPU";
+  config.use_cpu = true;
+  config.num_processes = 4;
+  EXPECT_EQ(CpuWorker(config, 2).at("OMP_NUM_THREADS"), "4");
+  EXPECT_EQ(CpuWorker(config, 3).at("OMP_NUM_THREADS"), "2");
+  EXPECT_EQ(CpuWorker(config, 16).at("OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(CpuWorker(config, 2).count(kOmpShareOfPhysicalCores), 0u);
+  // The user's own OMP_NUM_THREADS wins over the share ...
+  EXPECT_EQ(
+      CpuWorker(config, 2, {{"OMP_NUM_THREADS", "3"}}).at("OMP_NUM_THREADS"),
+      "3");
+  // ... and --num_cpu_threads_per_process over both.
+  config.num_cpu_threads_per_process = 6;
+  EXPECT_EQ(
+      CpuWorker(config, 2, {{"OMP_NUM_THREADS", "3"}}).at("OMP_NUM_THREADS"),
+      "6");
+  // Accelerate's CPU launcher also pins OpenMP.
+  ExpectContains(BuildJobEnvironment(config, Inputs()),
+                 {{"KMP_AFFINITY", "granularity=fine,compact,1,0"},
+                  {"KMP_BLOCKTIME", "1"}});
+}
+
+TEST(WorkerEnvironmentTest, ThreadsFlagAlsoForGpuJobsButNotDeepSpeed) {
+  AccelerateConfig config = Load("multi_gpu.yaml");
+  config.num_cpu_threads_per_process = 5;
+  EXPECT_EQ(CpuWorker(config, 2).at("OMP_NUM_THREADS"), "5");
+  // Accelerate's DeepSpeed launcher leaves it to torchrun: 1 with several
+  // local processes, nothing with one.
+  config = Load("deepspeed_zero3.yaml");
+  config.num_cpu_threads_per_process = 5;
+  EXPECT_EQ(CpuWorker(config, 2).at("OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(CpuWorker(config, 1).count("OMP_NUM_THREADS"), 0u);
+}
+
+TEST(JobEnvironmentTest, DynamoSettingsFromTheFile) {
+  AccelerateConfig config = Load("multi_gpu.yaml");
+  config.dynamo_config = {{"dynamo_backend", "INDUCTOR"},
+                          {"dynamo_use_dynamic", "false"},
+                          {"dynamo_use_regional_compilation", "true"}};
+  ExpectContains(BuildJobEnvironment(config, Inputs()),
+                 {{"ACCELERATE_DYNAMO_BACKEND", "INDUCTOR"},
+                  {"ACCELERATE_DYNAMO_USE_DYNAMIC", "False"},
+                  {"ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "True"}});
+}
+
+TEST(JobEnvironmentTest, NoWithOneProcessIsAPlainProcess) {
+  // Accelerate's plain launcher: no torchrun variables, so the script sees
+  // DistributedType.NO, not a world of one.
+  const Environment job =
+      BuildJobEnvironment(Load("single_gpu.yaml"), Inputs());
+  for (const char* name :
+       {"WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "ROLE_NAME",
+        "GROUP_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_RESTART_COUNT"}) {
+    EXPECT_EQ(job.count(name), 0u) << name;
+  }
+  ExpectContains(job, {{"ACCELERATE_USE_CPU", "False"},
+                       {"ACCELERATE_MIXED_PRECISION", "bf16"},
+                       {"ACCELERATE_DYNAMO_BACKEND", "NO"},
+                       {"TRL_JOB_ID", "job-1"}});
+  RankEnvironmentInputs inputs;
+  inputs.gpu_ids = "1";
+  inputs.error_file = "/tmp/e.json";
+  const Environment env = BuildWorkerEnvironment({}, job, inputs);
+  for (const char* name : {"RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                           "ROLE_RANK", "TORCHELASTIC_ERROR_FILE"}) {
+    EXPECT_EQ(env.count(name), 0u) << name;
+  }
+  ExpectContains(env, {{"TRL_MACHINE_RANK", "0"},
+                       {"OMP_NUM_THREADS", "1"},
+                       {"CUDA_VISIBLE_DEVICES", "1"}});
+}
+
+TEST(JobEnvironmentTest, DeepSpeedAndFsdpWithUseCpuKeepTheirVariables) {
+  // Accelerate picks the launcher by distributed_type; use_cpu from the
+  // file only gives the processes their share of the cores.
+  AccelerateConfig deepspeed = Load("deepspeed_zero3.yaml");
+  deepspeed.use_cpu = true;
+  Environment env = BuildJobEnvironment(deepspeed, Inputs());
+  ExpectContains(env, {{"ACCELERATE_USE_DEEPSPEED", "true"},
+                       {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "3"}});
+  EXPECT_EQ(env.count("ACCELERATE_USE_CPU"), 0u);
+  AccelerateConfig fsdp = Load("fsdp1.yaml");
+  fsdp.use_cpu = true;
+  env = BuildJobEnvironment(fsdp, Inputs());
+  ExpectContains(env, {{"ACCELERATE_USE_FSDP", "true"},
+                       {"FSDP_VERSION", "1"},
+                       {"ACCELERATE_DYNAMO_BACKEND", "NO"}});
+  EXPECT_EQ(env.count("ACCELERATE_USE_CPU"), 0u);
+  EXPECT_EQ(CpuWorker(fsdp, 2).at("OMP_NUM_THREADS"), "4");
+  // The --cpu flag does override: Accelerate's CPU launcher.
+  fsdp.cpu_flag = true;
+  env = BuildJobEnvironment(fsdp, Inputs());
+  EXPECT_EQ(env.at("ACCELERATE_USE_CPU"), "True");
+  EXPECT_EQ(env.count("ACCELERATE_USE_FSDP"), 0u);
 }
 
 TEST(WorkerEnvironmentTest, GpuIdsBecomeCudaVisibleDevices) {
