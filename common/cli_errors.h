@@ -12,11 +12,13 @@
 
 namespace trl {
 
-// Parses; returns the exit code to leave with, or nothing to go on.
-inline std::optional<int> ParseCommandLine(CLI::App& app, int argc,
-                                           char** argv) {
+// Runs `parse` (app.parse with some arguments); returns the exit code to
+// leave with (help printed: 0; a parse error printed: 2), or nothing to go
+// on.
+template <typename Parse>
+std::optional<int> ExitCodeOfParse(CLI::App& app, Parse parse) {
   try {
-    app.parse(argc, argv);
+    parse();
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
@@ -31,6 +33,12 @@ inline std::optional<int> ParseCommandLine(CLI::App& app, int argc,
   return std::nullopt;
 }
 
+// Parses; returns the exit code to leave with, or nothing to go on.
+inline std::optional<int> ParseCommandLine(CLI::App& app, int argc,
+                                           char** argv) {
+  return ExitCodeOfParse(app, [&] { app.parse(argc, argv); });
+}
+
 // For a subcommand that takes a command after its flags (CLI11's
 // prefix_command): parses, and sets `command` to what follows the flags. A
 // `--` before the command ends the flags (CLI11 2.1 mistakes it inside a
@@ -43,20 +51,7 @@ inline std::optional<int> ParseCommandLineWithCommand(
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parse = [&](size_t count) -> std::optional<int> {
     std::vector<std::string> reversed(args.rend() - count, args.rend());
-    try {
-      app.parse(reversed);
-    } catch (const CLI::CallForHelp&) {
-      std::fputs(app.help().c_str(), stdout);
-      return 0;
-    } catch (const CLI::CallForAllHelp&) {
-      std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
-      return 0;
-    } catch (const CLI::ParseError& e) {
-      std::fprintf(stderr, "%s: error: %s\nRun with --help for the flags.\n",
-                   app.get_name().c_str(), e.what());
-      return 2;
-    }
-    return std::nullopt;
+    return ExitCodeOfParse(app, [&] { app.parse(reversed); });
   };
   command->clear();
   const auto marker = std::find(args.begin(), args.end(), "--");

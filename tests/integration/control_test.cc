@@ -15,6 +15,15 @@ namespace {
 
 namespace pb = trl::launch::v1;
 
+// `process` must exit 2 with `expected` in its error output.
+void ExpectExit2Naming(Subprocess& process, const std::string& expected) {
+  EXPECT_EQ(process.Wait(seconds(10)), 2) << expected << "\n"
+                                          << process.Output();
+  EXPECT_NE(process.Stderr().find(expected), std::string::npos)
+      << "expected '" << expected << "' in:\n"
+      << process.Stderr();
+}
+
 TEST_F(LauncherTest, PsShowsTheRunningJob) {
   auto agent = StartAgent(2, 4, 1);
   auto coord = StartCoordinator(2, 4, Worker({"--sleep", "2"}));
@@ -221,11 +230,7 @@ TEST_F(LauncherTest, BadInputExitsWithCode2BeforeAnythingStarts) {
     std::vector<std::string> argv = {TRL_COORD_BIN, "start"};
     argv.insert(argv.end(), c.flags.begin(), c.flags.end());
     Subprocess coord(argv);
-    EXPECT_EQ(coord.Wait(seconds(10)), 2) << c.expected << "\n"
-                                          << coord.Output();
-    EXPECT_NE(coord.Stderr().find(c.expected), std::string::npos)
-        << "expected '" << c.expected << "' in:\n"
-        << coord.Stderr();
+    ExpectExit2Naming(coord, c.expected);
     EXPECT_EQ(coord.Stdout().find("[rank"), std::string::npos);
   }
 }
@@ -271,11 +276,7 @@ TEST_F(LauncherTest, AccelerateFlagsRefusedOrUnknownExit2NamingTheFlag) {
     argv.insert(argv.end(), common.begin(), common.end());
     argv.insert(argv.end(), c.flags.begin(), c.flags.end());
     Subprocess coord(argv);
-    EXPECT_EQ(coord.Wait(seconds(10)), 2) << c.expected << "\n"
-                                          << coord.Output();
-    EXPECT_NE(coord.Stderr().find(c.expected), std::string::npos)
-        << "expected '" << c.expected << "' in:\n"
-        << coord.Stderr();
+    ExpectExit2Naming(coord, c.expected);
     EXPECT_EQ(coord.Stderr().find("was not found on PATH"), std::string::npos);
     EXPECT_EQ(coord.Stderr().find("waiting for"), std::string::npos);
     EXPECT_TRUE(PortIsFree(port_));
@@ -300,11 +301,7 @@ TEST_F(LauncherTest, AccelerateFlagsRefusedOrUnknownExit2NamingTheFlag) {
                                      "127.0.0.1"};
     argv.insert(argv.end(), c.flags.begin(), c.flags.end());
     Subprocess agent(argv);
-    EXPECT_EQ(agent.Wait(seconds(10)), 2) << c.expected << "\n"
-                                          << agent.Output();
-    EXPECT_NE(agent.Stderr().find(c.expected), std::string::npos)
-        << "expected '" << c.expected << "' in:\n"
-        << agent.Stderr();
+    ExpectExit2Naming(agent, c.expected);
   }
 }
 

@@ -49,30 +49,6 @@ bool Closed(int fd) {
   return poll(&readable, 1, 0) > 0 && recv(fd, &byte, 1, MSG_DONTWAIT) <= 0;
 }
 
-int OpenFiles(pid_t pid) {
-  int count = 0;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(
-           "/proc/" + std::to_string(pid) + "/fd", error)) {
-    (void)entry;
-    ++count;
-  }
-  return count;
-}
-
-long ResidentKiB(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  long value = 0;
-  while (status >> key) {
-    if (key == "VmRSS:") {
-      status >> value;
-      return value;
-    }
-  }
-  return 0;
-}
-
 // Keeps `count` connections open from 10 addresses, opening a new one for
 // each the coordinator closes, until `stop`.
 class HeldConnections {
@@ -155,7 +131,7 @@ class FloodTest : public LauncherTest {
     Subprocess coord(argv);
     ASSERT_TRUE(coord.WaitForOutput("waiting for 2 machine(s)", seconds(10)))
         << coord.Output();
-    const int files_before = OpenFiles(coord.pid());
+    const int files_before = OpenFileCount(coord.pid());
     const long memory_before = ResidentKiB(coord.pid());
     std::unique_ptr<Subprocess> agent;
     {
@@ -169,16 +145,16 @@ class FloodTest : public LauncherTest {
           << coord.Output() << agent->Output();
       // Held in check: at most 64 from each of its 10 addresses (and the
       // job's own), whatever the flood opens.
-      EXPECT_TRUE(
-          WaitUntil([&] { return OpenFiles(coord.pid()) < 700; }, seconds(3)))
-          << OpenFiles(coord.pid()) << " descriptors held under the flood";
+      EXPECT_TRUE(WaitUntil([&] { return OpenFileCount(coord.pid()) < 700; },
+                            seconds(3)))
+          << OpenFileCount(coord.pid()) << " descriptors held under the flood";
       EXPECT_GT(flood.closed(), 0) << "the coordinator closed nothing";
     }
     // The flood is over: what it cost comes back while the job runs on.
-    EXPECT_TRUE(
-        WaitUntil([&] { return OpenFiles(coord.pid()) <= files_before + 20; },
-                  seconds(8)))
-        << OpenFiles(coord.pid()) << " descriptors, " << files_before
+    EXPECT_TRUE(WaitUntil(
+        [&] { return OpenFileCount(coord.pid()) <= files_before + 20; },
+        seconds(8)))
+        << OpenFileCount(coord.pid()) << " descriptors, " << files_before
         << " before the flood";
     EXPECT_TRUE(WaitUntil(
         [&] { return ResidentKiB(coord.pid()) <= memory_before + 32 * 1024; },

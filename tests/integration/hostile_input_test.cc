@@ -36,35 +36,11 @@ int ConnectAndSend(int port, const std::string& bytes) {
   return fd;
 }
 
-int CountOpenFiles(pid_t pid) {
-  int count = 0;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(
-           "/proc/" + std::to_string(pid) + "/fd", error)) {
-    (void)entry;
-    ++count;
-  }
-  return count;
-}
-
-long ResidentKiB(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  long value = 0;
-  while (status >> key) {
-    if (key == "VmRSS:") {
-      status >> value;
-      return value;
-    }
-  }
-  return 0;
-}
-
 TEST_F(LauncherTest, HostileBytesDoNotStopTheCoordinator) {
   auto coord = StartCoordinator(2, 2, Worker());
   ASSERT_TRUE(coord->WaitForOutput("machine 0 registered", seconds(10)))
       << coord->Output();
-  const int files_before = CountOpenFiles(coord->pid());
+  const int files_before = OpenFileCount(coord->pid());
   const long rss_before = ResidentKiB(coord->pid());
 
   std::string garbage(64 * 1024, '\0');
@@ -103,11 +79,11 @@ TEST_F(LauncherTest, HostileBytesDoNotStopTheCoordinator) {
 
   for (int fd : sockets) close(fd);
   // Descriptors and memory come back down once the clients are gone.
-  EXPECT_TRUE(WaitUntil(
-      [&] { return CountOpenFiles(coord->pid()) <= files_before + 4; },
-      seconds(10)))
+  EXPECT_TRUE(
+      WaitUntil([&] { return OpenFileCount(coord->pid()) <= files_before + 4; },
+                seconds(10)))
       << "open files: " << files_before << " before, "
-      << CountOpenFiles(coord->pid()) << " after";
+      << OpenFileCount(coord->pid()) << " after";
   EXPECT_LT(ResidentKiB(coord->pid()), rss_before + 16 * 1024);
 
   // A real agent still joins and the job succeeds.
@@ -140,7 +116,7 @@ TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
       StartCoordinator(2, 2, Worker(), {"--connection_idle_timeout", "1"});
   ASSERT_TRUE(coord->WaitForOutput("machine 0 registered", seconds(10)))
       << coord->Output();
-  const int files_before = CountOpenFiles(coord->pid());
+  const int files_before = OpenFileCount(coord->pid());
   // A plaintext HTTP/2 client preface on the TLS port: refused at once.
   const std::string preface = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
                               std::string("\0\0\0\x04\0\0\0\0\0", 9);
@@ -151,9 +127,9 @@ TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
   for (int fd : silent) ASSERT_GE(fd, 0);
   // Accepted: each silent one holds a descriptor of the coordinator's.
   EXPECT_TRUE(WaitUntil(
-      [&] { return CountOpenFiles(coord->pid()) >= files_before + 15; },
+      [&] { return OpenFileCount(coord->pid()) >= files_before + 15; },
       seconds(5)))
-      << CountOpenFiles(coord->pid()) << " open, " << files_before << " before";
+      << OpenFileCount(coord->pid()) << " open, " << files_before << " before";
   // Clients with the token that connect and make no call: closed after the
   // idle timeout (1 s here).
   auto token = ResolveAuthToken("", false, false);
@@ -184,10 +160,10 @@ TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
   }
   // The coordinator's descriptors are back while the clients still hold
   // their ends.
-  EXPECT_TRUE(WaitUntil(
-      [&] { return CountOpenFiles(coord->pid()) <= files_before + 4; },
-      seconds(5)))
-      << CountOpenFiles(coord->pid()) << " open, " << files_before << " before";
+  EXPECT_TRUE(
+      WaitUntil([&] { return OpenFileCount(coord->pid()) <= files_before + 4; },
+                seconds(5)))
+      << OpenFileCount(coord->pid()) << " open, " << files_before << " before";
   for (int fd : idle) close(fd);
   for (int fd : silent) close(fd);
   // A real agent keeps its stream past the idle timeout and the job runs.

@@ -46,6 +46,9 @@ bool WaitUntil(const std::function<bool()>& condition,
                std::chrono::milliseconds timeout);
 
 bool ProcessExists(pid_t pid);
+// How many descriptors `pid` holds, and its resident memory (VmRSS).
+int OpenFileCount(pid_t pid);
+long ResidentKiB(pid_t pid);
 // True if no live socket holds 127.0.0.1:port (a bind with SO_REUSEADDR
 // succeeds; connections in TIME_WAIT do not count).
 bool PortIsFree(int port);
