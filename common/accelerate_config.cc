@@ -128,7 +128,7 @@ absl::StatusOr<ConfigSection> ParseSection(const std::string& source,
   }
   for (auto it = value.begin(); it != value.end(); ++it) {
     const std::string sub_key = it->first.Scalar();
-    const YAML::Node& sub_value = it->second;
+    const YAML::Node sub_value = it->second;
     if (sub_value.IsNull()) {
       section.emplace_back(sub_key, "");
     } else if (sub_value.IsScalar()) {
@@ -260,7 +260,7 @@ absl::StatusOr<AccelerateConfig> ParseAccelerateConfig(
   try {
     for (auto it = root.begin(); it != root.end(); ++it) {
       const std::string key = it->first.Scalar();
-      const YAML::Node& value = it->second;
+      const YAML::Node value = it->second;
       const std::string where = Where(source, it->first);
       auto known = KnownKeys().find(key);
       if (known == KnownKeys().end()) {

@@ -93,8 +93,16 @@ void TcpRelay::Loop() {
       }
     }
     if (holding_) continue;
+    // Only the pairs in `polls` have events: a pair accepted just above, or
+    // every pair when holding_ was set while they were polled, waits for the
+    // next round (reading polls[] for it ran past the end of the vector).
+    const size_t polled = (polls.size() - 2) / 2;
     std::vector<std::pair<int, int>> open;
     for (size_t i = 0; i < pairs.size(); ++i) {
+      if (i >= polled) {
+        open.push_back(pairs[i]);
+        continue;
+      }
       bool closed = false;
       for (int side = 0; side < 2 && !closed; ++side) {
         const pollfd& p = polls[2 + 2 * i + side];
