@@ -35,6 +35,7 @@
 #include "common/tls_credentials.h"
 #include "common/trl_arguments.h"
 #include "common/worker_command.h"
+#include "coordinator/call_authenticator.h"
 #include "coordinator/connection_limits.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_service.h"
@@ -256,10 +257,18 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       !can.ok()) {
     return Fail(std::string(can.message()));
   }
+  // Credentials checked on each call's headers, before its body is read
+  // (call_authenticator.h): the store's by the current generation's token.
+  auto store_token_ok = [&store](const std::string& token) {
+    return store.IsCurrentToken(token);
+  };
   if (identity) {
-    auto started = trl::CoordinatorServer::Start(
-        *host, 0, nullptr, "", trl::DerivedServerCredentials(*identity, false),
-        store.service(), idle_connection_ms);
+    auto store_credentials = trl::DerivedServerCredentials(*identity, false);
+    store_credentials->SetAuthMetadataProcessor(
+        std::make_shared<trl::CallAuthenticator>("", store_token_ok));
+    auto started =
+        trl::CoordinatorServer::Start(*host, 0, nullptr, "", store_credentials,
+                                      store.service(), idle_connection_ms);
     if (!started.ok()) return Fail(std::string(started.status().message()));
     store_server = *std::move(started);
     options.coordinator_address =
@@ -275,6 +284,11 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         return trl::PrepareRendezvous(master_addr, nccl.get());
       },
       [] { return steady_clock::now(); });
+  if (!identity && user_tls.enabled() && !auth_token->empty()) {
+    (*server_credentials)
+        ->SetAuthMetadataProcessor(std::make_shared<trl::CallAuthenticator>(
+            trl::BearerValue(*auth_token), store_token_ok));
+  }
   auto server = trl::CoordinatorServer::Start(
       *host, config->main_process_port, &core, identity ? "" : *auth_token,
       *server_credentials, identity ? nullptr : store.service(),

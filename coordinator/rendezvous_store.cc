@@ -87,6 +87,10 @@ absl::Status RendezvousStore::Store(const std::string& key, std::string value) {
   return absl::OkStatus();
 }
 
+bool RendezvousStore::IsCurrentToken(const std::string& token) const {
+  return current_.has_value() && TokensEqual(current_->token, token);
+}
+
 absl::Status RendezvousStore::Set(const StoreCaller& caller,
                                   const std::string& key, std::string value) {
   if (absl::Status admitted = Admit(caller); !admitted.ok()) return admitted;

@@ -56,6 +56,9 @@ class RendezvousStore {
   void OpenGeneration(const std::string& job_id, int64_t generation,
                       const std::string& token);
 
+  // Whether `token` is the open generation's (no generation: false).
+  bool IsCurrentToken(const std::string& token) const;
+
   absl::Status Set(const StoreCaller& caller, const std::string& key,
                    std::string value);
   // Adds `delta` to the key's integer value (absent: 0) and returns the sum.

@@ -121,6 +121,11 @@ class StoreService::Impl : public pb::Store::CallbackService {
     return authenticated_peers_;
   }
 
+  bool IsCurrentToken(const std::string& token) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return store_.IsCurrentToken(token);
+  }
+
  private:
   class Wait;
 
@@ -272,6 +277,10 @@ grpc::Service* StoreService::service() { return impl_.get(); }
 
 std::set<std::string> StoreService::AuthenticatedPeers() const {
   return impl_->AuthenticatedPeers();
+}
+
+bool StoreService::IsCurrentToken(const std::string& token) const {
+  return impl_->IsCurrentToken(token);
 }
 
 }  // namespace trl

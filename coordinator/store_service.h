@@ -34,6 +34,8 @@ class StoreService {
   // Where calls with a valid credential of the current generation came
   // from ("ADDRESS:PORT"): connection caps never cut these.
   std::set<std::string> AuthenticatedPeers() const;
+  // Whether `token` is the current generation's store credential.
+  bool IsCurrentToken(const std::string& token) const;
 
  private:
   class Impl;

@@ -3,11 +3,13 @@
 // without a client certificate, with one from another CA, or in plaintext
 // never registers.
 #include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "proto/trl_launch.grpc.pb.h"
 #include "proto/trl_launch.pb.h"
 #include "tests/integration/launcher_fixture.h"
 
@@ -138,6 +140,51 @@ TEST_F(TlsTest, OneWayTlsJobRuns) {
   ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
   EXPECT_NE(coord->Output().find("step 3/3 loss"), std::string::npos)
       << coord->Output();
+}
+
+// With certificates of your own, TLS does not prove the caller (one-way:
+// anyone may connect): a call without the token is refused on its headers,
+// before its body is read, on the coordinator's calls and the store's.
+TEST_F(TlsTest, CallsWithoutTheTokenAreRefusedOnTheirHeaders) {
+  auto coord = StartCoordinator(1, 1, {"/bin/sleep", "30"},
+                                {"--tls_cert", File("self.pem"), "--tls_key",
+                                 File("self.key"), "--no_python"});
+  ASSERT_TRUE(coord->WaitForOutput("machine 0 registered", seconds(10)))
+      << coord->Output();
+  std::ifstream pem(File("self.pem"));
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs.assign(std::istreambuf_iterator<char>(pem),
+                            std::istreambuf_iterator<char>());
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                     grpc::SslCredentials(tls));
+  for (const std::string& bearer : {std::string(""), std::string("Bearer x")}) {
+    grpc::ClientContext status_call;
+    if (!bearer.empty()) status_call.AddMetadata("authorization", bearer);
+    trl::launch::v1::JobStatus status;
+    const grpc::Status refused =
+        trl::launch::v1::Coordinator::NewStub(channel)->GetJobStatus(
+            &status_call, trl::launch::v1::JobStatusRequest(), &status);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_NE(refused.error_message().find("before its body"),
+              std::string::npos)
+        << refused.error_message();
+    EXPECT_TRUE(status.job_id().empty()) << "learned the job id";
+
+    grpc::ClientContext store_call;
+    if (!bearer.empty()) store_call.AddMetadata("authorization", bearer);
+    trl::launch::v1::StoreSetRequest set;
+    set.set_key("k");
+    set.set_value(std::string(1 << 20, 'x'));
+    trl::launch::v1::StoreSetReply reply;
+    const grpc::Status store_refused =
+        trl::launch::v1::Store::NewStub(channel)->Set(&store_call, set, &reply);
+    EXPECT_EQ(store_refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_NE(store_refused.error_message().find("before its body"),
+              std::string::npos)
+        << store_refused.error_message();
+  }
+  coord->Signal(SIGTERM);
+  EXPECT_EQ(coord->Wait(seconds(30)), 143) << coord->Output();
 }
 
 TEST_F(TlsTest, AgentsWithoutAGoodCertificateNeverRegister) {
