@@ -59,6 +59,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     worker_user = *std::move(user);
+    if (absl::Status log_dir = trl::CheckLogDirForWorkerUser(options.log_dir);
+        !log_dir.ok()) {
+      std::fprintf(stderr, "trl-agent: error: %s\n",
+                   std::string(log_dir.message()).c_str());
+      return 2;
+    }
   }
   auto coordinator = trl::ResolveHost(config->main_process_ip);
   if (!coordinator.ok()) {

@@ -1,5 +1,6 @@
 #include "agent/agent_session.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -381,11 +382,20 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   fs::path worker_dir = run_dir;
   if (have_dir && !dir_error && options_.worker_user) {
     worker_dir = run_dir / "worker";
-    fs::create_directories(worker_dir, dir_error);
-    if (!dir_error && (chown(worker_dir.c_str(), options_.worker_user->uid,
-                             options_.worker_user->gid) != 0 ||
-                       chmod(worker_dir.c_str(), 0700) != 0)) {
+    // Made here, and changed through a descriptor that is not a link: a
+    // worker cannot have root hand it a directory of its choosing.
+    if (mkdir(worker_dir.c_str(), 0700) != 0 && errno != EEXIST) {
       dir_error = std::error_code(errno, std::generic_category());
+    } else {
+      const int fd = open(worker_dir.c_str(),
+                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0 ||
+          fchown(fd, options_.worker_user->uid, options_.worker_user->gid) !=
+              0 ||
+          fchmod(fd, 0700) != 0) {
+        dir_error = std::error_code(errno, std::generic_category());
+      }
+      if (fd >= 0) close(fd);
     }
   }
   if (dir_error) {

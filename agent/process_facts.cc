@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -10,8 +11,11 @@ namespace trl {
 
 bool ReadProcessLinks(pid_t pid, ProcessLinks* links) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return false;
+  // The whole file: a command name may hold a newline (PR_SET_NAME), and a
+  // process that cut its line short would hide from every sweep.
+  const std::string text((std::istreambuf_iterator<char>(stat)),
+                         std::istreambuf_iterator<char>());
+  if (text.empty()) return false;
   // The fields after the ')' that ends the command name: state, ppid, pgrp.
   const size_t paren = text.rfind(')');
   if (paren == std::string::npos || paren + 2 > text.size()) return false;

@@ -2,6 +2,7 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -51,6 +52,24 @@ absl::StatusOr<WorkerUser> ResolveWorkerUser(const std::string& name) {
   groups.resize(count);
   user.groups = std::move(groups);
   return user;
+}
+
+absl::Status CheckLogDirForWorkerUser(const std::string& log_dir) {
+  if (log_dir.empty()) return absl::OkStatus();
+  if (mkdir(log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create --log_dir ", log_dir, ": ", std::strerror(errno)));
+  }
+  struct stat info {};
+  if (lstat(log_dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
+      info.st_uid != geteuid() || (info.st_mode & 022) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--log_dir ", log_dir,
+        " must be a directory of the agent's own user that nobody else may "
+        "write to when workers run as another user (--worker_user): a worker "
+        "could plant links there that the agent would follow"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace trl

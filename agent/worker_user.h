@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace trl {
@@ -26,6 +27,12 @@ struct WorkerUser {
 // The user named `name` (or a numeric uid), checked: it exists, it is not
 // root, and this process can switch to it (it runs as root).
 absl::StatusOr<WorkerUser> ResolveWorkerUser(const std::string& name);
+
+// With workers under another user, a --log_dir the agent (root) writes
+// into must be this process's own and writable by nobody else: a worker
+// could otherwise plant links there that root follows. Creates it (0755)
+// when missing. OK for an empty `log_dir`.
+absl::Status CheckLogDirForWorkerUser(const std::string& log_dir);
 
 }  // namespace trl
 

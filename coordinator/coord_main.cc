@@ -124,6 +124,10 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     auto user = trl::ResolveWorkerUser(o.worker_user);
     if (!user.ok()) return Fail(std::string(user.status().message()));
     worker_user = *std::move(user);
+    if (absl::Status log_dir = trl::CheckLogDirForWorkerUser(o.log_dir);
+        !log_dir.ok()) {
+      return Fail(std::string(log_dir.message()));
+    }
   }
   auto worker_argv =
       trl::BuildWorkerArgv(command, o.module, o.no_python, o.python);
@@ -312,9 +316,12 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         static_cast<uint64_t>(open_files.rlim_cur));
   }
   trl::ConnectionLimits limits;
-  limits.total = static_cast<int>(std::clamp<rlim_t>(
-      open_files.rlim_cur == RLIM_INFINITY ? 65536 : open_files.rlim_cur / 2,
-      256, 65536));
+  // Half the descriptors in all, shared between the ports.
+  limits.total = static_cast<int>(
+      std::clamp<rlim_t>(open_files.rlim_cur == RLIM_INFINITY
+                             ? 65536
+                             : open_files.rlim_cur / 2 / governed_ports.size(),
+                         128, 65536));
   trl::ConnectionGovernor governor(
       governed_ports, limits,
       [&core, &store] {

@@ -2,6 +2,7 @@
 // cgroup v2 per worker group, and the subreaper fallback.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 
 #include "agent/orphans.h"
+#include "agent/process_facts.h"
 #include "agent/worker_cgroup.h"
 #include "agent/worker_process.h"
 #include "tests/integration/subprocess.h"
@@ -105,6 +107,26 @@ TEST(WorkerCleanupTest, SubreaperKillsADaemonThatClearedItsEnvironment) {
   kill(own, SIGKILL);
   waitpid(own, nullptr, 0);
   unlink(pid_file.c_str());
+}
+
+TEST(ProcessFactsTest, ANewlineInTheCommandNameHidesNothing) {
+  // PR_SET_NAME takes any bytes: a name with a newline once cut
+  // /proc/PID/stat short, and the process hid from every sweep.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, "x\ny) 1 2");
+    pause();
+    _exit(0);
+  }
+  ASSERT_TRUE(testing::WaitUntil(
+      [child] { return CommandNameOf(child).rfind("x", 0) == 0; }, seconds(5)));
+  ProcessLinks links;
+  EXPECT_TRUE(ReadProcessLinks(child, &links));
+  EXPECT_EQ(links.parent, getpid());
+  EXPECT_GT(links.start_time, 0u);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
 }
 
 }  // namespace

@@ -67,5 +67,22 @@ TEST_F(WorkerUserTest, RootOrAnUnknownUserIsRefusedBeforeAnythingStarts) {
   }
 }
 
+TEST_F(WorkerUserTest, ALogDirOthersMayWriteIsRefused) {
+  // Root writes rank logs there: a worker could plant links in it.
+  std::string log_dir = "/tmp/trl-worker-user-log-XXXXXX";
+  ASSERT_NE(mkdtemp(log_dir.data()), nullptr);
+  chmod(log_dir.c_str(), 0777);
+  auto coord = StartCoordinator(
+      1, 1, {"/bin/true"},
+      {"--worker_user", "nobody", "--log_dir", log_dir, "--no_python"});
+  EXPECT_EQ(coord->Wait(seconds(10)), 2) << coord->Output();
+  EXPECT_NE(coord->Stderr().find("--log_dir " + log_dir), std::string::npos)
+      << coord->Output();
+  auto agent =
+      StartAgent(1, 1, 0, {"--worker_user", "nobody", "--log_dir", log_dir});
+  EXPECT_EQ(agent->Wait(seconds(10)), 2) << agent->Output();
+  std::filesystem::remove_all(log_dir);
+}
+
 }  // namespace
 }  // namespace trl::testing
