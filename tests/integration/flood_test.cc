@@ -151,16 +151,18 @@ class FloodTest : public LauncherTest {
       ASSERT_TRUE(
           WaitUntil([&] { return flood.opened() >= connections; }, seconds(10)))
           << flood.opened() << " opened";
+      // Held in check: the governor closes what is over 64 from each of
+      // its 10 addresses (460 of the 1,100) at once, within 3 s, before the 5 s
+      // handshake timeout would. (The flood opens a new connection for
+      // each one closed, so how many are open at a given moment says
+      // little.)
+      EXPECT_TRUE(WaitUntil([&] { return flood.closed() >= connections - 640; },
+                            seconds(3)))
+          << "closed " << flood.closed() << " of " << flood.opened();
       agent = StartAgent(2, 2, 1, flags);
       ASSERT_TRUE(coord.WaitForOutput("generation 1:", seconds(60)))
           << "the job did not restart under the flood:\n"
           << coord.Output() << agent->Output();
-      // Held in check: at most 64 from each of its 10 addresses (and the
-      // job's own), whatever the flood opens.
-      EXPECT_TRUE(WaitUntil([&] { return OpenFileCount(coord.pid()) < 700; },
-                            seconds(3)))
-          << OpenFileCount(coord.pid()) << " descriptors held under the flood";
-      EXPECT_GT(flood.closed(), 0) << "the coordinator closed nothing";
     }
     // The flood is over: what it cost comes back while the job runs on.
     EXPECT_TRUE(WaitUntil(
