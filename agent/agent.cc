@@ -101,7 +101,8 @@ bool Agent::WaitForCoordinator(
         now - attempt_started < std::chrono::seconds(3)) {
       refused_since = now;
     }
-    if (refused_since && state == GRPC_CHANNEL_TRANSIENT_FAILURE &&
+    if (refused != nullptr && refused_since &&
+        state == GRPC_CHANNEL_TRANSIENT_FAILURE &&
         now - *refused_since > std::chrono::seconds(5)) {
       Log()->error(
           "cannot authenticate with the coordinator at {}: its port answers "
@@ -184,9 +185,17 @@ int Agent::Run() {
       store_certificate.clear();
     }
   }
+  // Once a handshake with this coordinator has succeeded, it has proved it
+  // holds the token: a later handshake that fails is the network's or a
+  // frozen or flooded coordinator's doing, and is waited out (up to the
+  // reconnect timeout), never taken for a refusal (nemesis, seed 1: an
+  // agent reconnecting to a coordinator that had been frozen for 3 s
+  // gave up with exit 2 and its job never finished).
+  bool handshake_proven = false;
   while (true) {
     bool refused = false;
-    if (!WaitForCoordinator(channel, credentials, wait_limit, &refused)) {
+    if (!WaitForCoordinator(channel, credentials, wait_limit,
+                            handshake_proven ? nullptr : &refused)) {
       exit_code = StopExitCode() != 0 ? StopExitCode() : refused ? 2 : 1;
       break;
     }
@@ -253,6 +262,7 @@ int Agent::Run() {
     exit_code = end.exit_code;
     last_exits = session.OwnExitsOfLastGeneration();
     if (end.kind != AgentSession::End::kLost) break;
+    handshake_proven = true;
     wait_limit = options_.reconnect_timeout;
     channel = AgentChannel(target, credentials, derived);
     if (StopExitCode() != 0) {

@@ -99,7 +99,8 @@ class Agent {
   // Waits until the coordinator's port answers, then connects `channel`
   // afresh with `credentials`; false on timeout or a stop.
   // `refused` is set when the port answers but the handshake keeps
-  // failing (another token).
+  // failing (another token); null: a failing handshake is waited out (a
+  // coordinator that has already proved itself).
   bool WaitForCoordinator(
       std::shared_ptr<grpc::Channel>& channel,
       const std::shared_ptr<grpc::ChannelCredentials>& credentials,

@@ -209,6 +209,18 @@ void Coordinator::HandleRegistration(AgentLink* link,
   info.lease = std::chrono::milliseconds(std::max(0, request.lease_ms()));
   info.config_fingerprint.insert(request.config_fingerprint().begin(),
                                  request.config_fingerprint().end());
+  if (const auto& outcome = machine_.outcome(); outcome) {
+    // The job ended while this agent was away (frozen, cut off, or its
+    // coordinator frozen): it learns how, and leaves with the job's code,
+    // instead of being refused as a stranger (nemesis, seed 1).
+    pb::CoordinatorMessage finished;
+    finished.mutable_finished()->set_state(JobPhaseName(outcome->phase));
+    finished.mutable_finished()->set_exit_code(outcome->exit_code);
+    finished.mutable_finished()->set_summary(outcome->summary);
+    link->Send(finished);
+    link->Close();
+    return;
+  }
   const absl::Status status = machine_.Register(info, clock_());
   pb::CoordinatorMessage reply;
   reply.mutable_registration_reply()->set_accepted(status.ok());
