@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -155,6 +157,10 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
         const auto& finished = message.finished();
         Log()->info("job {}: {}", finished.state(), finished.summary());
         end = End{End::kJobFinished, finished.exit_code()};
+        // The coordinator stays until every machine it told has heard.
+        pb::AgentMessage heard;
+        heard.mutable_job_end_heard();
+        Write(heard);
         break;
       }
       default:
@@ -208,6 +214,27 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   lease.join();
   if (end->kind == End::kJobFinished) {
     stream_->WritesDone();
+    // Finish waits for the status, which comes after any message still on
+    // its way (a heartbeat ack): read them; a coordinator that never ends
+    // the stream is given 5 s.
+    std::mutex drained_mutex;
+    std::condition_variable drained_wakeup;
+    bool drained = false;
+    std::thread guard([&] {
+      std::unique_lock<std::mutex> lock(drained_mutex);
+      if (!drained_wakeup.wait_for(lock, std::chrono::seconds(5),
+                                   [&] { return drained; })) {
+        context_.TryCancel();
+      }
+    });
+    while (stream_->Read(&message)) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(drained_mutex);
+      drained = true;
+    }
+    drained_wakeup.notify_all();
+    guard.join();
   } else if (end->kind == End::kRefused) {
     context_.TryCancel();
   }

@@ -241,6 +241,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   options.rejoin_timeout = Millis(o.rejoin_timeout_s);
   options.registration_timeout = Millis(o.rdzv_timeout_s);
   options.stop_grace_s = o.stop_grace_s;
+  options.tick_interval = Millis(o.monitor_interval_s);
   // GPU jobs get a fresh NCCL unique id per generation, from a helper
   // process beside this binary (built when NCCL was found).
   std::unique_ptr<trl::NcclIdSource> nccl;
@@ -429,7 +430,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     outcome =
         core.WaitForOutcome(steady_clock::now() + std::chrono::seconds(1));
   }
-  core.WaitForLinksClosed(steady_clock::now() + std::chrono::seconds(10));
+  core.WaitForFarewells(steady_clock::now() + std::chrono::seconds(10));
   if (agent_thread.joinable()) agent_thread.join();
   {
     std::lock_guard<std::mutex> lock(ticker_mutex);

@@ -74,7 +74,8 @@ Coordinator::Coordinator(CoordinatorOptions options,
                       options_.restart, options_.agent_heartbeat_timeout,
                       options_.rejoin_timeout, options_.registration_timeout,
                       std::chrono::milliseconds(
-                          static_cast<int64_t>(options_.stop_grace_s * 1000))},
+                          static_cast<int64_t>(options_.stop_grace_s * 1000)),
+                      options_.tick_interval},
           clock_()) {
   if (options_.resume) {
     // The rest of the backoff, from wall-clock time to the steady clock;
@@ -123,6 +124,15 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
   links_.insert(link);
   if (message.has_registration()) {
     HandleRegistration(link, message.registration());
+    return;
+  }
+  if (message.has_job_end_heard()) {
+    if (auto told = told_of_end_.find(link); told != told_of_end_.end()) {
+      awaiting_farewell_.erase(told->second);
+      told_of_end_.erase(told);
+      link->Close();
+      changed_.notify_all();
+    }
     return;
   }
   auto found = registered_.find(link);
@@ -213,12 +223,12 @@ void Coordinator::HandleRegistration(AgentLink* link,
     // The job ended while this agent was away (frozen, cut off, or its
     // coordinator frozen): it learns how, and leaves with the job's code,
     // instead of being refused as a stranger (nemesis, seed 1).
-    pb::CoordinatorMessage finished;
-    finished.mutable_finished()->set_state(JobPhaseName(outcome->phase));
-    finished.mutable_finished()->set_exit_code(outcome->exit_code);
-    finished.mutable_finished()->set_summary(outcome->summary);
-    link->Send(finished);
-    link->Close();
+    TellOfEnd(link, *outcome);
+    if (awaiting_farewell_.count(info.machine_rank)) {
+      told_of_end_[link] = info.machine_rank;
+    } else {
+      link->Close();
+    }
     return;
   }
   const absl::Status status = machine_.Register(info, clock_());
@@ -332,6 +342,14 @@ void Coordinator::StartGeneration() {
 }
 
 void Coordinator::Execute(const Decision& decision) {
+  if (const auto stalled = machine_.own_stalls() - stalls_logged_;
+      stalled > std::chrono::steady_clock::duration::zero()) {
+    stalls_logged_ = machine_.own_stalls();
+    Log()->warn(
+        "the coordinator did not run for {:.1f} s (frozen or starved); the "
+        "agents' silence meanwhile is not held against them",
+        std::chrono::duration<double>(stalled).count());
+  }
   for (int lost : decision.drop_agents) {
     for (auto it = registered_.begin(); it != registered_.end();) {
       if (it->second.machine_rank != lost) {
@@ -363,14 +381,23 @@ void Coordinator::Execute(const Decision& decision) {
     SendToRegistered(stop);
   }
   if (decision.finished) {
-    pb::CoordinatorMessage finished;
-    finished.mutable_finished()->set_state(
-        JobPhaseName(decision.finished->phase));
-    finished.mutable_finished()->set_exit_code(decision.finished->exit_code);
-    finished.mutable_finished()->set_summary(decision.finished->summary);
+    // A registered agent's stream stays open until it says it heard: one
+    // cut just now is awaited (WaitForFarewells) and told again when its
+    // agent registers again, so that it leaves with the job's code.
     for (AgentLink* link : links_) {
-      link->Send(finished);
-      link->Close();
+      TellOfEnd(link, *decision.finished);
+      if (auto it = registered_.find(link); it != registered_.end()) {
+        told_of_end_[link] = it->second.machine_rank;
+        awaiting_farewell_[it->second.machine_rank] = TimePoint::max();
+        Unregister(it);  // nothing more is sent on it (no heartbeat acks)
+      } else {
+        link->Close();
+      }
+    }
+    const TimePoint now = clock_();
+    for (const auto& [m, node] : machine_.nodes()) {
+      awaiting_farewell_.emplace(
+          m, now + node.info.lease + std::chrono::seconds(2));
     }
     fenced_.clear();
     if (!options_.state_file.empty()) RemoveJobRecord(options_.state_file);
@@ -421,6 +448,7 @@ void Coordinator::OnDisconnected(AgentLink* link) {
   std::lock_guard<std::mutex> lock(mutex_);
   links_.erase(link);
   fenced_.erase(link);
+  told_of_end_.erase(link);  // its machine is still awaited
   auto found = registered_.find(link);
   if (found != registered_.end()) {
     const int m = found->second.machine_rank;
@@ -551,9 +579,28 @@ std::optional<JobOutcome> Coordinator::WaitForOutcome(TimePoint deadline) {
   return machine_.outcome();
 }
 
-bool Coordinator::WaitForLinksClosed(TimePoint deadline) {
+void Coordinator::TellOfEnd(AgentLink* link, const JobOutcome& outcome) {
+  pb::CoordinatorMessage finished;
+  finished.mutable_finished()->set_state(JobPhaseName(outcome.phase));
+  finished.mutable_finished()->set_exit_code(outcome.exit_code);
+  finished.mutable_finished()->set_summary(outcome.summary);
+  link->Send(finished);
+}
+
+bool Coordinator::WaitForFarewells(TimePoint deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return changed_.wait_until(lock, deadline, [this] { return links_.empty(); });
+  while (true) {
+    const TimePoint now = clock_();
+    for (auto it = awaiting_farewell_.begin(); it != awaiting_farewell_.end();) {
+      it = it->second < now ? awaiting_farewell_.erase(it) : std::next(it);
+    }
+    if (links_.empty() && awaiting_farewell_.empty()) return true;
+    const auto wall_now = std::chrono::steady_clock::now();
+    if (wall_now >= deadline) return false;
+    // In slices: machines stop being awaited as the clock passes.
+    changed_.wait_until(
+        lock, std::min(deadline, wall_now + std::chrono::milliseconds(50)));
+  }
 }
 
 }  // namespace trl

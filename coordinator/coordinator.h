@@ -55,6 +55,8 @@ struct CoordinatorOptions {
   std::chrono::milliseconds rejoin_timeout{300000};
   std::chrono::milliseconds registration_timeout{900000};
   double stop_grace_s = 30;
+  // How often the caller promises to Tick (zero: no promise).
+  std::chrono::milliseconds tick_interval{0};
   // Where the job's state is kept for a restarted coordinator; empty: not
   // kept.
   std::string state_file;
@@ -109,8 +111,10 @@ class Coordinator {
 
   // Blocks until the job has ended or the deadline passed.
   std::optional<JobOutcome> WaitForOutcome(TimePoint deadline);
-  // Blocks until every agent stream has ended or the deadline passed.
-  bool WaitForLinksClosed(TimePoint deadline);
+  // Blocks until every machine told how the job ended has said it heard
+  // (an agent whose stream was cut at the end hears it when it registers
+  // again) and every agent stream has ended, or the deadline passed.
+  bool WaitForFarewells(TimePoint deadline);
 
  private:
   void HandleRegistration(AgentLink* link,
@@ -132,6 +136,13 @@ class Coordinator {
   std::set<AgentLink*> links_;
   // Streams of machines declared lost, open until their generation stopped.
   std::set<AgentLink*> fenced_;
+  // Once the job has ended: machines not yet known to have heard it, each
+  // until when it is awaited (a machine told on its stream: as long as the
+  // caller waits; one cut off before the end: its lease and 2 s, time to
+  // notice and register again), and the streams that told them.
+  std::map<int, TimePoint> awaiting_farewell_;
+  std::map<AgentLink*, int> told_of_end_;
+  void TellOfEnd(AgentLink* link, const JobOutcome& outcome);
   // A registered agent's stream: its machine and when its heartbeats are
   // acknowledged.
   struct Registered {
@@ -157,6 +168,8 @@ class Coordinator {
   std::map<AgentLink*, Registered>::iterator Unregister(
       std::map<AgentLink*, Registered>::iterator it);
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
+  // The coordinator's own stalls (JobStateMachine::own_stalls) logged.
+  std::chrono::steady_clock::duration stalls_logged_{};
   // What the state file says now, to write it again only on a change.
   int persisted_restarts_ = 0;
   size_t persisted_failures_ = 0;

@@ -198,9 +198,28 @@ bool JobStateMachine::ReadyToStart(TimePoint now) const {
   return now >= ReplacementsAllowedAt();
 }
 
+void JobStateMachine::ExcuseOwnStall(TimePoint now) {
+  const auto interval = settings_.tick_interval;
+  const std::optional<TimePoint> last = last_tick_;
+  last_tick_ = std::max(now, last.value_or(now));
+  if (interval.count() <= 0 || !last || now <= *last) return;
+  // Late by more than a tick (or 250 ms, for a loaded machine): stalled.
+  const auto slack = std::max<std::chrono::steady_clock::duration>(
+      interval, std::chrono::milliseconds(250));
+  const auto late = (now - *last) - interval;
+  if (late <= slack) return;
+  // Capped at now, which keeps by_heartbeat_'s order.
+  for (int m : by_heartbeat_) {
+    auto& heard = nodes_.at(m).last_heartbeat;
+    heard = std::min(heard + late, now);
+  }
+  stalls_excused_ += late;
+}
+
 Decision JobStateMachine::Tick(TimePoint now) {
   Decision decision;
   if (IsFinished(phase_)) return decision;
+  ExcuseOwnStall(now);
   const auto timeout = settings_.agent_heartbeat_timeout;
   if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents) {
     std::vector<int> silent;

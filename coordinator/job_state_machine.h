@@ -184,6 +184,10 @@ struct JobSettings {
   std::chrono::milliseconds registration_timeout{900000};
   // SIGTERM to SIGKILL when workers are stopped.
   std::chrono::milliseconds stop_grace{30000};
+  // The caller ticks at least this often (zero: no promise). A longer gap
+  // between two ticks is the coordinator's own stall (frozen, starved):
+  // agents' silence during it is not held against them.
+  std::chrono::milliseconds tick_interval{0};
 };
 
 class JobStateMachine {
@@ -244,6 +248,10 @@ class JobStateMachine {
   TimePoint next_start_not_before() const { return restart_not_before_; }
   int world_size() const { return static_cast<int>(ranks_.size()); }
   TimePoint created_at() const { return created_at_; }
+  // The sum of the coordinator's own stalls excused so far.
+  std::chrono::steady_clock::duration own_stalls() const {
+    return stalls_excused_;
+  }
   const std::map<int, NodeRecord>& nodes() const { return nodes_; }
   const std::vector<RankRecord>& ranks() const { return ranks_; }
   const std::vector<FailureRecord>& failures() const { return failures_; }
@@ -274,6 +282,11 @@ class JobStateMachine {
 
   JobSettings settings_;
   TimePoint created_at_;
+  std::optional<TimePoint> last_tick_;
+  std::chrono::steady_clock::duration stalls_excused_{};
+  // Moves every heartbeat forward by what of the gap since the last tick
+  // is the coordinator's own stall.
+  void ExcuseOwnStall(TimePoint now);
   JobPhase phase_ = JobPhase::kWaitingForAgents;
   int64_t generation_ = -1;  // none assigned yet
   std::map<int, NodeRecord> nodes_;

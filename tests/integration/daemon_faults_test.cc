@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/worker_cgroup.h"
+#include "tests/integration/job_status_probe.h"
 #include "tests/integration/launcher_fixture.h"
 #include "tests/integration/tcp_relay.h"
 
@@ -276,9 +277,79 @@ TEST_F(LauncherTest, AMachineCutOffInTheLastSecondStillSucceeds) {
       << agent.Output();
   relay.CutAndResume();
   EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
-  EXPECT_EQ(agent.Wait(seconds(30)), 0) << agent.Output();
+  EXPECT_EQ(agent.Wait(seconds(30)), 0) << agent.Output() << coord->Output();
   EXPECT_EQ(coord->Stderr().find("generation 1"), std::string::npos)
       << "the job ran again";
+}
+
+TEST_F(LauncherTest, AnAgentThatMissedTheEndHearsItWhenItRegistersAgain) {
+  // The news that the job ended is lost on machine 1's way: the relay
+  // holds it, then cuts the connection. Its agent registers again, hears
+  // how the job ended, and leaves with its code (0), instead of finding
+  // no coordinator and exiting 1 after its reconnect timeout (nemesis).
+  TcpRelay relay(port_);
+  char dir_template[] = "/tmp/trl-farewell-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string go = std::string(dir_template) + "/go";
+  const std::string worker =
+      "if [ \"$GROUP_RANK\" = 0 ]; then while [ ! -e " + go +
+      " ]; do sleep 0.05; done; fi; echo done";
+  std::vector<std::string> agent_argv = {TRL_AGENT_BIN, "--machine_rank", "1",
+                                         "--reconnect_timeout", "8"};
+  for (auto& flag : ClusterFlagsOn(2, 2, relay.port())) {
+    agent_argv.push_back(flag);
+  }
+  Subprocess agent(agent_argv);
+  auto coord = StartCoordinator(2, 2, {"/bin/sh", "-c", worker},
+                                {"--no_python", "--max_restarts", "0"});
+  ASSERT_TRUE(agent.WaitForOutput("[rank 1] done", seconds(20)))
+      << agent.Output() << coord->Output();
+  // Once the coordinator has rank 1's exit, machine 1 hears nothing more
+  // until the cut.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto status = PsJson(port_);
+        if (!status || status->ranks_size() != 2) return false;
+        return status->ranks(1).state() == "succeeded";
+      },
+      seconds(20)))
+      << coord->Output();
+  relay.Hold();
+  std::ofstream(go).put('1');
+  ASSERT_TRUE(coord->WaitForOutput("job succeeded", seconds(20)))
+      << coord->Output();
+  relay.CutAndResume();
+  EXPECT_EQ(agent.Wait(seconds(30)), 0) << agent.Output();
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  std::filesystem::remove_all(dir_template);
+}
+
+TEST_F(LauncherTest, AFrozenCoordinatorDoesNotBlameTheAgentsForItsStall) {
+  // The coordinator is frozen (SIGSTOP) for 2 s, over three times the
+  // heartbeat timeout (0.6 s) and within the agents' lease (10 s). When it
+  // runs again it reads the heartbeats queued meanwhile, and loses no one:
+  // generation 0 runs to its end.
+  const std::vector<std::string> flags = {"--heartbeat_interval", "0.2",
+                                          "--lease", "10", "--max_restarts",
+                                          "1", "--no_python"};
+  const std::string worker =
+      "echo start gen $TRL_GENERATION; sleep 5; echo end gen $TRL_GENERATION";
+  auto agent = StartAgent(2, 2, 1, flags);
+  auto coord = StartCoordinator(2, 2, {"/bin/sh", "-c", worker}, flags);
+  ASSERT_TRUE(agent->WaitForOutput("start gen 0", seconds(20)))
+      << agent->Output() << coord->Output();
+  coord->Signal(SIGSTOP);
+  std::this_thread::sleep_for(seconds(2));  // the fault is a duration
+  coord->Signal(SIGCONT);
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
+  EXPECT_EQ(coord->Stderr().find("sent no heartbeat"), std::string::npos)
+      << coord->Output();
+  EXPECT_EQ(coord->Stdout().find("start gen 1"), std::string::npos)
+      << coord->Output();
+  EXPECT_NE(coord->Stderr().find("the coordinator did not run for"),
+            std::string::npos)
+      << coord->Output();
 }
 
 // The guardian process of a daemon (its child named trl-guardian), or 0.

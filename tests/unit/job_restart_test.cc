@@ -211,6 +211,64 @@ TEST_F(JobRestartTest, NextDeadlineIsTheQuietestAgentsTimeout) {
   EXPECT_GE(*deadline, started + milliseconds(3700));
 }
 
+// Nemesis (stop_coord_long): a coordinator frozen for longer than the
+// heartbeat timeout declared every agent silent on waking, before it read
+// the heartbeats queued meanwhile. A gap between ticks beyond the promised
+// interval is its own stall, and the agents are not blamed for it.
+TEST_F(JobRestartTest, TheCoordinatorsOwnStallIsNotAnAgentsSilence) {
+  JobSettings settings = Settings(3);
+  settings.tick_interval = milliseconds(100);
+  JobStateMachine job(settings, now_);
+  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+  ASSERT_TRUE(job.Register(Agent(1), now_).ok());
+  Start(job);
+  for (int i = 0; i < 25; ++i) {  // 2.5 s of ticks on time, both heard
+    now_ += milliseconds(100);
+    job.Heartbeat(0, now_);
+    job.Heartbeat(1, now_);
+    EXPECT_TRUE(job.Tick(now_).drop_agents.empty());
+  }
+  EXPECT_EQ(job.own_stalls(), std::chrono::steady_clock::duration{});
+  now_ += seconds(4);  // then frozen for 4 s
+  EXPECT_TRUE(job.Tick(now_).drop_agents.empty());
+  EXPECT_TRUE(job.own_stalls() == seconds(4) - milliseconds(100));
+  // The agents have the rest of their timeout from there, no more: 0.1 s
+  // of the gap counted (one tick's), then ticks on time.
+  const TimePoint woke = now_;
+  for (int i = 0; i < 40; ++i) {
+    now_ += milliseconds(100);
+    job.Heartbeat(0, now_);
+    const Decision decision = job.Tick(now_);
+    if (!decision.drop_agents.empty()) {
+      EXPECT_EQ(decision.drop_agents, std::vector<int>{1});
+      EXPECT_EQ(now_ - woke, milliseconds(3000));
+      return;
+    }
+  }
+  ADD_FAILURE() << "machine 1 was never found silent after the stall";
+}
+
+TEST_F(JobRestartTest, TicksOnTimeExcuseNothing) {
+  JobSettings settings = Settings(3);
+  settings.tick_interval = milliseconds(100);
+  JobStateMachine job(settings, now_);
+  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
+  ASSERT_TRUE(job.Register(Agent(1), now_).ok());
+  Start(job);
+  for (int i = 0; i < 35; ++i) {  // 3.5 s of ticks 100 ms apart
+    now_ += milliseconds(100);
+    job.Heartbeat(0, now_);
+    const Decision decision = job.Tick(now_);
+    if (!decision.drop_agents.empty()) {
+      EXPECT_EQ(decision.drop_agents, std::vector<int>{1});
+      EXPECT_EQ(i, 30);  // just past the 3 s timeout
+      EXPECT_EQ(job.own_stalls(), std::chrono::steady_clock::duration{});
+      return;
+    }
+  }
+  ADD_FAILURE() << "machine 1 was never found silent";
+}
+
 TEST_F(JobRestartTest, SilentAgentIsLostAndTheJobWaitsForItToRejoin) {
   JobStateMachine job = Registered(2);
   const GenerationStart start = Start(job);
