@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth_token.h"
+#include "common/grpc_handoff.h"
 #include "common/logging.h"
 #include "common/network.h"
 #include "coordinator/refused_calls.h"
@@ -36,6 +37,7 @@ class AgentStream
  public:
   AgentStream(Coordinator* core, std::string peer)
       : core_(core), peer_(std::move(peer)) {
+    HandToGrpc(this);
     StartRead(&incoming_);
   }
 
@@ -49,6 +51,7 @@ class AgentStream
       writing_ = true;
       next = &outgoing_.front();
     }
+    HandToGrpc(this);
     StartWrite(next);
   }
 
@@ -60,12 +63,14 @@ class AgentStream
       if (writing_ || finished_) return;
       finished_ = true;
     }
+    HandToGrpc(this);
     Finish(grpc::Status::OK);
   }
 
   std::string Peer() const override { return peer_; }
 
   void OnWriteDone(bool ok) override {
+    TakeFromGrpc(this);
     const pb::CoordinatorMessage* next = nullptr;
     bool finish = false;
     {
@@ -79,21 +84,25 @@ class AgentStream
         if (close_requested_ && !finished_) finish = finished_ = true;
       }
     }
+    HandToGrpc(this);
     if (next) StartWrite(next);
     if (finish) Finish(grpc::Status::OK);
   }
 
   void OnReadDone(bool ok) override {
+    TakeFromGrpc(this);
     if (!ok) {
       core_->OnDisconnected(this);
       Close();
       return;
     }
     core_->OnMessage(this, incoming_);
+    HandToGrpc(this);
     StartRead(&incoming_);
   }
 
   void OnDone() override {
+    TakeFromGrpc(this);
     core_->OnDisconnected(this);
     delete this;
   }
@@ -147,8 +156,14 @@ absl::Status CheckCanListen(const std::string& host, int port) {
 class RefusedStream
     : public grpc::ServerBidiReactor<pb::AgentMessage, pb::CoordinatorMessage> {
  public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
+  explicit RefusedStream(const grpc::Status& status) {
+    HandToGrpc(this);
+    Finish(status);
+  }
+  void OnDone() override {
+    TakeFromGrpc(this);
+    delete this;
+  }
 };
 
 class CoordinatorServer::Service : public pb::Coordinator::CallbackService {

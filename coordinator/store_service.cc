@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth_token.h"
+#include "common/grpc_handoff.h"
 #include "common/logging.h"
 #include "coordinator/connection_limits.h"
 #include "proto/trl_launch.grpc.pb.h"
@@ -173,10 +174,12 @@ class StoreService::Impl::Wait : public grpc::ServerUnaryReactor {
 
   void Complete(const RendezvousStore::Completion& done) {
     for (const auto& value : done.values) reply_->add_values(value);
+    HandToGrpc(this);
     Finish(ToGrpc(done.status));
   }
 
   void OnCancel() override {
+    TakeFromGrpc(this);
     bool mine = false;
     {
       std::lock_guard<std::mutex> lock(owner_->mutex_);
@@ -187,10 +190,14 @@ class StoreService::Impl::Wait : public grpc::ServerUnaryReactor {
         mine = true;
       }
     }
+    HandToGrpc(this);
     if (mine) Finish(grpc::Status::CANCELLED);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    TakeFromGrpc(this);
+    delete this;
+  }
 
   RendezvousStore::WaiterId id_ = 0;
 
@@ -221,6 +228,7 @@ grpc::ServerUnaryReactor* StoreService::Impl::Get(
     }
     done = store_.TakeCompletions();
   }
+  HandToGrpc(wait);
   if (!refused.ok()) {
     wait->Finish(ToGrpc(refused));
   } else {

@@ -8,8 +8,8 @@
 # CI=true (root, test hosts and Slurm available) any skip but the GPU test's
 # on a machine without a GPU fails the run.
 # TRL_SANITIZERS=1 (the default under CI=true) also runs
-# scripts/sanitizers.sh address: the unit and integration tests built with
-# AddressSanitizer + UBSan; any report fails it.
+# scripts/sanitizers.sh all: the unit and integration tests built with
+# ThreadSanitizer, then with AddressSanitizer + UBSan; any report fails it.
 # TRL_MUTANTS=1 (the default under CI=true) also runs scripts/mutants.sh
 # --quick (deliberate breakages that the tests must catch). TRL_CTEST_ARGS: extra arguments for ctest
 # (e.g. "-R deploy"); TRL_FUZZ_SECONDS (default 20): seconds per target.
@@ -67,10 +67,8 @@ if ! ./scripts/fuzz.sh "${TRL_FUZZ_SECONDS:-20}"; then
 fi
 
 if [ "${TRL_SANITIZERS:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; then
-  # AddressSanitizer + UBSan only: the ThreadSanitizer run is not clean yet
-  # (scripts/sanitizers.sh says why); run it with scripts/sanitizers.sh thread.
-  echo "== sanitizers: unit and integration tests under ASan + UBSan"
-  ./scripts/sanitizers.sh address || failed_stages+=(sanitizers)
+  echo "== sanitizers: unit and integration tests under TSan, and under ASan + UBSan"
+  ./scripts/sanitizers.sh all || failed_stages+=(sanitizers)
 fi
 
 if [ "${TRL_MUTANTS:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; then

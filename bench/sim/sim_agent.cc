@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "common/auth_token.h"
+#include "common/grpc_handoff.h"
 
 namespace trl::sim {
 
@@ -89,6 +90,7 @@ void SimAgent::Start(pb::Coordinator::Stub* stub) {
   pb::AgentMessage hello;
   *hello.mutable_registration() = registration_;
   Send(std::move(hello));
+  HandToGrpc(this);
   StartRead(&incoming_);
   StartCall();
 }
@@ -104,10 +106,12 @@ void SimAgent::Send(pb::AgentMessage message) {
     next = &outgoing_.front();
     AddHold();  // a write from outside a reaction: keep the call alive
   }
+  HandToGrpc(this);
   StartWrite(next);
 }
 
 void SimAgent::OnWriteDone(bool ok) {
+  TakeFromGrpc(this);
   const pb::AgentMessage* next = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -119,6 +123,7 @@ void SimAgent::OnWriteDone(bool ok) {
       writing_ = false;
     }
   }
+  HandToGrpc(this);
   if (next != nullptr) {
     StartWrite(next);  // the hold carries over to this write
   } else {
@@ -165,12 +170,15 @@ void SimAgent::Shutdown() {
     closing_ = true;
   }
   context_.TryCancel();
+  HandToGrpc(this);
   RemoveHold();
 }
 
 void SimAgent::OnReadDone(bool ok) {
+  TakeFromGrpc(this);
   if (!ok) return;  // the stream ended; OnDone follows
   Handle(incoming_);
+  HandToGrpc(this);
   StartRead(&incoming_);
 }
 
@@ -237,6 +245,9 @@ void SimAgent::Handle(const pb::CoordinatorMessage& message) {
   }
 }
 
-void SimAgent::OnDone(const grpc::Status& status) { recorder_->Ended(); }
+void SimAgent::OnDone(const grpc::Status& status) {
+  TakeFromGrpc(this);
+  recorder_->Ended();
+}
 
 }  // namespace trl::sim
