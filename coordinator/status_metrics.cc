@@ -1,6 +1,7 @@
 #include "coordinator/status_metrics.h"
 
 #include <array>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -32,8 +33,10 @@ void Header(const char* name, const char* type, const char* help,
 // Integers as integers (a counter of 1234567 must not become 1.23457e+06),
 // the rest with enough digits for milliseconds over days.
 std::string Number(double value) {
-  if (value == static_cast<double>(static_cast<int64_t>(value)) &&
-      value > -1e15 && value < 1e15) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  if (value > -1e15 && value < 1e15 &&
+      value == static_cast<double>(static_cast<int64_t>(value))) {
     return absl::StrCat(static_cast<int64_t>(value));
   }
   return absl::StrFormat("%.10g", value);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -100,6 +102,21 @@ TEST(StatusMetricsTest, LabelValuesAreEscaped) {
   EXPECT_TRUE(HasLine(FormatMetrics(s),
                       "trl_launch_job_info{job_id=\"a\\\"b\\\\c\\nd\","
                       "state=\"\"} 1"));
+}
+
+TEST(StatusMetricsTest,
+     NumbersThatAreNotFiniteAreWrittenAsTheFormatSpellsThem) {
+  pb::JobStatus s;
+  auto* node = s.add_nodes();
+  node->set_machine_rank(0);
+  node->set_last_heartbeat_age_s(std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(HasLine(FormatMetrics(s),
+                      "trl_launch_agent_heartbeat_age_seconds{machine=\"0\"} "
+                      "+Inf"));
+  node->set_last_heartbeat_age_s(std::nan(""));
+  EXPECT_TRUE(
+      HasLine(FormatMetrics(s),
+              "trl_launch_agent_heartbeat_age_seconds{machine=\"0\"} NaN"));
 }
 
 // From the state machine's own records, on a fake clock: the first
