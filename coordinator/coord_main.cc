@@ -41,7 +41,10 @@
 #include "coordinator/grpc_service.h"
 #include "coordinator/job_state_file.h"
 #include "coordinator/ps_client.h"
+#include "coordinator/refused_calls.h"
 #include "coordinator/rendezvous.h"
+#include "coordinator/status_http_server.h"
+#include "coordinator/status_routes.h"
 #include "coordinator/store_service.h"
 #include "coordinator/udp_heartbeat_server.h"
 
@@ -84,7 +87,67 @@ struct StartFlags {
   trl::LaunchOptions launch;
   bool no_local_agent = false;
   std::string state_file;
+  // The status page and /metrics (status_http_server.h): -1 means
+  // main_process_port + 1, 0 a free port.
+  int status_port = -1;
+  std::string status_address = "127.0.0.1";
+  bool no_status = false;
 };
+
+// The status server has no authentication yet: it may listen on loopback
+// only, and a user reaches it through `ssh -L`.
+absl::Status CheckStatusAddress(const StartFlags& flags) {
+  if (flags.no_status || trl::IsLoopbackIp(flags.status_address)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--status_address ", flags.status_address,
+      " is not a loopback address (127.0.0.0/8 or ::1): the status page has "
+      "no authentication yet, so it is served on this machine only; open it "
+      "from elsewhere through `ssh -L PORT:127.0.0.1:PORT`, or pass "
+      "--no_status"));
+}
+
+// Serves the status page unless turned off; a port that cannot be bound
+// costs a warning, never the job.
+std::unique_ptr<trl::StatusHttpServer> StartStatusServer(
+    const StartFlags& flags, int main_process_port, trl::Coordinator* core) {
+  auto log = trl::ComponentLogger("coord");
+  if (flags.no_status) return nullptr;
+  const int port =
+      flags.status_port >= 0 ? flags.status_port : main_process_port + 1;
+  trl::StatusSources sources;
+  sources.snapshot = [core] { return core->Status(); };
+  sources.nonce = [] {
+    auto bytes = trl::RandomBytes(16);
+    std::string hex;
+    for (unsigned char c : bytes.ok() ? *bytes : std::string(16, '\0')) {
+      absl::StrAppendFormat(&hex, "%02x", c);
+    }
+    return hex;
+  };
+  auto server = port > 65535
+                    ? absl::StatusOr<std::unique_ptr<trl::StatusHttpServer>>(
+                          absl::OutOfRangeError(
+                              absl::StrCat("port ", port, " is out of range")))
+                    : trl::StatusHttpServer::Start(
+                          flags.status_address, port,
+                          [sources](const trl::HttpRequest& request) {
+                            return trl::HandleStatusRequest(request, sources);
+                          });
+  if (!server.ok()) {
+    log->warn(
+        "no status page: {} (the job runs without it; choose another "
+        "--status_port, or --no_status)",
+        std::string(server.status().message()));
+    return nullptr;
+  }
+  log->info(
+      "status page on http://{}/ (JSON at /api/status, Prometheus at "
+      "/metrics)",
+      trl::JoinHostPort(flags.status_address, (*server)->port()));
+  return *std::move(server);
+}
 
 // What makes a job the same job: its command and the settings every machine
 // agrees on.
@@ -112,6 +175,9 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   std::vector<std::string> notes;
   auto config = trl::ResolveLaunchConfig(flags.launch, machine, &notes);
   if (!config.ok()) return Fail(std::string(config.status().message()));
+  if (absl::Status status = CheckStatusAddress(flags); !status.ok()) {
+    return Fail(std::string(status.message()));
+  }
   for (const auto& note : notes) log->info("{}", note);
   if (!flags.no_local_agent && config->machine_rank != 0) {
     return Fail(absl::StrCat(
@@ -331,6 +397,12 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         return proven;
       },
       std::chrono::milliseconds(200));
+  core.ReportDefences([&governor] {
+    return trl::Coordinator::DefenceCounts{
+        trl::RefusedCalls::InProcess(), static_cast<uint64_t>(governor.cut())};
+  });
+  const std::unique_ptr<trl::StatusHttpServer> status_server =
+      StartStatusServer(flags, config->main_process_port, &core);
   // Heartbeats as UDP datagrams on the same port, if it can be bound.
   std::unique_ptr<trl::UdpHeartbeatServer> udp_heartbeats;
   if (!o.no_udp_heartbeats) {
@@ -485,6 +557,20 @@ int main(int argc, char** argv) {
                    "coord-HOST-PORT.state; env "
                    "TRL_STATE_FILE)")
       ->envname("TRL_STATE_FILE");
+  start
+      ->add_option(
+          "--status_port,--status-port", start_flags.status_port,
+          "Port of the status page, its JSON (/api/status) and Prometheus "
+          "metrics (/metrics) (default: main_process_port + 1; 0: a free port, "
+          "logged; env TRL_STATUS_PORT). If it cannot be bound, the job runs "
+          "without it")
+      ->envname("TRL_STATUS_PORT");
+  start->add_option("--status_address,--status-address",
+                    start_flags.status_address,
+                    "Address the status page listens on: loopback only "
+                    "(default 127.0.0.1); reach it with ssh -L");
+  start->add_flag("--no_status,--no-status", start_flags.no_status,
+                  "Serve no status page or metrics");
   start->prefix_command();
   start->footer(
       "Everything after the flags is the command: a .py script runs as "

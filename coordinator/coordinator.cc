@@ -569,7 +569,17 @@ pb::JobStatus Coordinator::Status() const {
       node.set_heartbeat_via(found->second);
     }
   }
+  if (defence_counts_) {
+    const DefenceCounts counts = defence_counts_();
+    status.set_refused_calls(counts.refused_calls);
+    status.set_connections_cut(counts.connections_cut);
+  }
   return status;
+}
+
+void Coordinator::ReportDefences(std::function<DefenceCounts()> counts) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  defence_counts_ = std::move(counts);
 }
 
 std::optional<JobOutcome> Coordinator::WaitForOutcome(TimePoint deadline) {
@@ -591,7 +601,8 @@ bool Coordinator::WaitForFarewells(TimePoint deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     const TimePoint now = clock_();
-    for (auto it = awaiting_farewell_.begin(); it != awaiting_farewell_.end();) {
+    for (auto it = awaiting_farewell_.begin();
+         it != awaiting_farewell_.end();) {
       it = it->second < now ? awaiting_farewell_.erase(it) : std::next(it);
     }
     if (links_.empty() && awaiting_farewell_.empty()) return true;

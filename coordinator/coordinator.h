@@ -90,6 +90,15 @@ class Coordinator {
   std::optional<TimePoint> NextDeadline() const;
 
   trl::launch::v1::JobStatus Status() const;
+  // What the connection defences refused so far (calls without the
+  // token, connections over the caps), reported with Status() so that
+  // `ps --json` and /metrics show the same numbers. `counts` must be
+  // cheap and must not call back into the Coordinator.
+  struct DefenceCounts {
+    uint64_t refused_calls = 0;
+    uint64_t connections_cut = 0;
+  };
+  void ReportDefences(std::function<DefenceCounts()> counts);
   const std::string& job_id() const { return options_.job_id; }
   // Where the registered agents' connections come from, "ADDRESS:PORT"
   // ("[ADDRESS]:PORT" for IPv6): connection caps never cut these.
@@ -167,6 +176,7 @@ class Coordinator {
   // Ends a registered stream's entry (and its UDP session).
   std::map<AgentLink*, Registered>::iterator Unregister(
       std::map<AgentLink*, Registered>::iterator it);
+  std::function<DefenceCounts()> defence_counts_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
   // The coordinator's own stalls (JobStateMachine::own_stalls) logged.
   std::chrono::steady_clock::duration stalls_logged_{};

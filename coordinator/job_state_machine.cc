@@ -159,6 +159,7 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   node.by_heartbeat = by_heartbeat_.insert(by_heartbeat_.end(), m);
   nodes_[m] = std::move(node);
   ++connected_nodes_;  // new, or back from lost
+  if (!first_registration_at_) first_registration_at_ = now;
   return absl::OkStatus();
 }
 
@@ -335,7 +336,6 @@ TimePoint JobStateMachine::ReplacementsAllowedAt() const {
 }
 
 GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
-  (void)now;
   std::vector<int> local_world_sizes;
   for (const auto& [m, node] : nodes_) {
     local_world_sizes.push_back(node.info.local_world_size);
@@ -364,6 +364,10 @@ GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
   }
   live_ranks_ = static_cast<int>(ranks_.size());
   started_ranks_ = 0;
+  GenerationTimes times;
+  times.generation = generation_;
+  times.assigned_at = now;
+  timeline_.push_back(times);
   return start;
 }
 
@@ -385,7 +389,6 @@ RankRecord* JobStateMachine::FindRank(int machine_rank, int64_t generation,
 
 void JobStateMachine::WorkerStarted(int machine_rank, int64_t generation,
                                     int local_rank, int pid, TimePoint now) {
-  (void)now;
   RankRecord* rank = FindRank(machine_rank, generation, local_rank);
   if (rank == nullptr || rank->state != RankState::kPending) return;
   rank->pid = pid;
@@ -394,6 +397,9 @@ void JobStateMachine::WorkerStarted(int machine_rank, int64_t generation,
   // passed, and the free restarts count from zero again.
   if (++started_ranks_ == static_cast<int>(ranks_.size())) {
     free_restarts_in_a_row_ = 0;
+    if (!timeline_.empty() && !timeline_.back().running_at) {
+      timeline_.back().running_at = now;
+    }
   }
 }
 
@@ -604,6 +610,7 @@ Decision JobStateMachine::StopRequested(const std::string& reason,
   }
   const bool already_stopping = phase_ == JobPhase::kStopping;
   phase_ = JobPhase::kStopping;
+  NoteStopping(now);
   if (!already_stopping) decision.stop_generation = reason;
   MaybeFinish(decision, now);
   return decision;
@@ -642,6 +649,7 @@ Decision JobStateMachine::Fail(FailureRecord failure, int exit_code,
   failures_.push_back(std::move(failure));
   awaiting_reports_.clear();  // the generation fails whatever they report
   phase_ = JobPhase::kStopping;
+  NoteStopping(now);
   decision.stop_generation = summary;
   MaybeFinish(decision, now);
   return decision;
@@ -653,10 +661,25 @@ void JobStateMachine::Finish(JobOutcome outcome, Decision& decision) {
   decision.finished = outcome_;
 }
 
+void JobStateMachine::NoteStopping(TimePoint at) {
+  if (!timeline_.empty() && timeline_.back().generation == generation_ &&
+      !timeline_.back().stopping_at) {
+    timeline_.back().stopping_at = at;
+  }
+}
+
+void JobStateMachine::NoteEnded(TimePoint at) {
+  if (!timeline_.empty() && timeline_.back().generation == generation_ &&
+      !timeline_.back().ended_at) {
+    timeline_.back().ended_at = at;
+  }
+}
+
 void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
   if (phase_ != JobPhase::kRunning && phase_ != JobPhase::kStopping) return;
   if (live_ranks_ > 0) return;
   if (phase_ == JobPhase::kRunning && !awaiting_reports_.empty()) return;
+  NoteEnded(now);
   if (phase_ == JobPhase::kRunning) {
     // Every rank exited on its own, and none failed (a failure would have
     // moved the job to kStopping).

@@ -147,6 +147,17 @@ struct GenerationStart {
   std::vector<NodeAssignment> nodes;
 };
 
+// When a generation reached each step of its life, for the status page's
+// timeline and the rendezvous and restart durations in /metrics. Kept per
+// generation as it happens (a few assignments), never computed by a walk.
+struct GenerationTimes {
+  int64_t generation = 0;
+  TimePoint assigned_at;
+  std::optional<TimePoint> running_at;   // every rank started
+  std::optional<TimePoint> stopping_at;  // a failure or stop began its end
+  std::optional<TimePoint> ended_at;     // no rank of it alive
+};
+
 struct JobOutcome {
   JobPhase phase = JobPhase::kSucceeded;
   int exit_code = 0;
@@ -256,6 +267,12 @@ class JobStateMachine {
   const std::vector<RankRecord>& ranks() const { return ranks_; }
   const std::vector<FailureRecord>& failures() const { return failures_; }
   const std::optional<JobOutcome>& outcome() const { return outcome_; }
+  // Every generation this machine started, oldest first (one entry per
+  // restart: bounded by the restart budget and kFreeRestarts).
+  const std::vector<GenerationTimes>& timeline() const { return timeline_; }
+  const std::optional<TimePoint>& first_registration_at() const {
+    return first_registration_at_;
+  }
 
  private:
   RankRecord* FindRank(int machine_rank, int64_t generation, int local_rank);
@@ -301,6 +318,12 @@ class JobStateMachine {
   // found at the front, and the next heartbeat deadline is the front's.
   std::list<int> by_heartbeat_;
   std::vector<FailureRecord> failures_;
+  std::vector<GenerationTimes> timeline_;
+  std::optional<TimePoint> first_registration_at_;
+  // The current generation's entry in timeline_, when it is `at` and the
+  // moment is not set yet: the first time counts.
+  void NoteStopping(TimePoint at);
+  void NoteEnded(TimePoint at);
   // Set when stopping starts: what the job ends as once workers are gone,
   // or nothing when it restarts.
   std::optional<JobOutcome> pending_outcome_;

@@ -67,6 +67,20 @@ pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
     out->set_exit_code(rank.exit.exit_code);
     out->set_signal(rank.exit.signal);
   }
+  // Moments as seconds on uptime_s's clock; -1: not (yet).
+  auto since_start = [&machine](const std::optional<TimePoint>& at) {
+    return at ? Seconds(machine.created_at(), *at) : -1.0;
+  };
+  status.set_first_registration_at_s(
+      since_start(machine.first_registration_at()));
+  for (const auto& times : machine.timeline()) {
+    pb::GenerationTimes* out = status.add_generations();
+    out->set_generation(times.generation);
+    out->set_assigned_at_s(since_start(times.assigned_at));
+    out->set_running_at_s(since_start(times.running_at));
+    out->set_stopping_at_s(since_start(times.stopping_at));
+    out->set_ended_at_s(since_start(times.ended_at));
+  }
   for (const auto& failure : machine.failures()) {
     pb::FailureRecord* out = status.add_failures();
     out->set_generation(failure.generation);

@@ -1,13 +1,21 @@
 #include "coordinator/refused_calls.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 
 namespace trl {
+namespace {
+
+std::atomic<uint64_t> refused_in_process{0};
+
+}  // namespace
 
 std::optional<std::string> RefusedCalls::Refused(const std::string& peer,
                                                  const std::string& problem,
                                                  Clock::time_point now) {
+  refused_in_process.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
   ++total_;
   ++unreported_;
@@ -26,6 +34,10 @@ std::optional<std::string> RefusedCalls::Refused(const std::string& peer,
 uint64_t RefusedCalls::total() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return total_;
+}
+
+uint64_t RefusedCalls::InProcess() {
+  return refused_in_process.load(std::memory_order_relaxed);
 }
 
 void RefusedCallLog::Log(const std::string& peer, const std::string& problem) {

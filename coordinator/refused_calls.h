@@ -27,6 +27,9 @@ class RefusedCalls {
                                      const std::string& problem,
                                      Clock::time_point now);
   uint64_t total() const;
+  // Refusals counted by every RefusedCalls of this process (each port and
+  // authenticator has its own; the job's status shows their sum).
+  static uint64_t InProcess();
 
  private:
   const std::chrono::milliseconds interval_;

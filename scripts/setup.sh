@@ -16,7 +16,7 @@ if [ "${1:-}" = "--tests" ]; then
   tests=1
   packages+=(clang-format clang libclang-rt-14-dev python3-torch
     python3-matplotlib python3-yaml iproute2 util-linux bc openssl systemd
-    slurm-wlm munge)
+    slurm-wlm munge chromium python3-prometheus-client python3-websocket)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -5,7 +5,10 @@
 # ~/.trl/token or writes in the real $TMPDIR. They are made under
 # $TRL_TEST_SCRATCH (scripts/test.sh: a new directory per run, removed
 # after it) or else under BUILD/test-scratch/run-RANDOM (one per ctest run;
-# runs older than a day are removed).
+# runs older than a day are removed). TRL_STATUS_PORT=0: a coordinator's
+# status page takes a port the kernel picks (outside FreePort's range),
+# never main_process_port + 1, which another test may have reserved.
+# (Tests of the status page pass --status_port themselves.)
 if(DEFINED ENV{TRL_TEST_SCRATCH} AND NOT "$ENV{TRL_TEST_SCRATCH}" STREQUAL "")
   set(_trl_root "$ENV{TRL_TEST_SCRATCH}")
 else()
@@ -33,5 +36,5 @@ foreach(_trl_test IN LISTS ${TRL_HERMETIC_LIST})
   set(_trl_dir "${_trl_root}/${_trl_id}-${_trl_hash}")
   file(MAKE_DIRECTORY "${_trl_dir}/home" "${_trl_dir}/tmp")
   set_tests_properties("${_trl_test}" PROPERTIES ENVIRONMENT
-    "HOME=${_trl_dir}/home;TMPDIR=${_trl_dir}/tmp;TEST_TMPDIR=${_trl_dir}/tmp")
+    "HOME=${_trl_dir}/home;TMPDIR=${_trl_dir}/tmp;TEST_TMPDIR=${_trl_dir}/tmp;TRL_STATUS_PORT=0")
 endforeach()

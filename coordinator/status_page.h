@@ -1,0 +1,34 @@
+// The status page: one self-contained HTML document (no external assets)
+// whose script fetches /api/status every second and renders it. Built for
+// 4096 machines and 32768 ranks: counts by state, then one page of rows
+// at a time with a search box, never every row.
+//
+// Everything from the job (hostnames, argv, workers' last lines) is
+// attacker-controlled text: the server escapes what it writes into the
+// document (HtmlEscape), and the script only ever sets textContent, never
+// HTML. The Content-Security-Policy allows only the page's own script and
+// style (by a nonce per response) and requests to its own origin.
+#ifndef TRL_COORDINATOR_STATUS_PAGE_H_
+#define TRL_COORDINATOR_STATUS_PAGE_H_
+
+#include <string>
+
+#include "proto/trl_launch.pb.h"
+
+namespace trl {
+
+// & < > " ' as character references: safe in text and in quoted
+// attribute values.
+std::string HtmlEscape(const std::string& text);
+
+// The page, with the job's id and command as it was when served.
+// `nonce` (base64 or hex, no quotes) marks the page's script and style.
+std::string RenderStatusPage(const trl::launch::v1::JobStatus& status,
+                             const std::string& nonce);
+
+// The Content-Security-Policy header that goes with it.
+std::string StatusPageSecurityPolicy(const std::string& nonce);
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_STATUS_PAGE_H_

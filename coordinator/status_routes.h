@@ -1,0 +1,37 @@
+// What the status server answers: GET / (the page), /api/status (the JSON
+// of `trl-coord ps --json`) and /metrics (Prometheus). Only requests that
+// name this machine's loopback in their Host header are served: a web
+// page elsewhere that rebinds its own name to 127.0.0.1 (DNS rebinding)
+// would otherwise read the job's status through the user's browser.
+#ifndef TRL_COORDINATOR_STATUS_ROUTES_H_
+#define TRL_COORDINATOR_STATUS_ROUTES_H_
+
+#include <functional>
+#include <string>
+
+#include "coordinator/status_http_server.h"
+#include "proto/trl_launch.pb.h"
+
+namespace trl {
+
+struct StatusSources {
+  // A snapshot of the job (Coordinator::Status: its lock, briefly).
+  std::function<trl::launch::v1::JobStatus()> snapshot;
+  // A fresh random value for each page's Content-Security-Policy nonce.
+  std::function<std::string()> nonce;
+};
+
+HttpResponse HandleStatusRequest(const HttpRequest& request,
+                                 const StatusSources& sources);
+
+// Whether a Host header names a loopback address or localhost (with or
+// without a port).
+bool IsLoopbackHost(const std::string& host);
+
+// Whether `address` (a --status_address) is a numeric loopback address:
+// 127.0.0.0/8 or ::1.
+bool IsLoopbackIp(const std::string& address);
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_STATUS_ROUTES_H_
