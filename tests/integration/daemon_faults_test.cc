@@ -291,9 +291,8 @@ TEST_F(LauncherTest, AnAgentThatMissedTheEndHearsItWhenItRegistersAgain) {
   char dir_template[] = "/tmp/trl-farewell-XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
   const std::string go = std::string(dir_template) + "/go";
-  const std::string worker =
-      "if [ \"$GROUP_RANK\" = 0 ]; then while [ ! -e " + go +
-      " ]; do sleep 0.05; done; fi; echo done";
+  const std::string worker = "if [ \"$GROUP_RANK\" = 0 ]; then while [ ! -e " +
+                             go + " ]; do sleep 0.05; done; fi; echo done";
   std::vector<std::string> agent_argv = {TRL_AGENT_BIN, "--machine_rank", "1",
                                          "--reconnect_timeout", "8"};
   for (auto& flag : ClusterFlagsOn(2, 2, relay.port())) {
@@ -329,9 +328,9 @@ TEST_F(LauncherTest, AFrozenCoordinatorDoesNotBlameTheAgentsForItsStall) {
   // heartbeat timeout (0.6 s) and within the agents' lease (10 s). When it
   // runs again it reads the heartbeats queued meanwhile, and loses no one:
   // generation 0 runs to its end.
-  const std::vector<std::string> flags = {"--heartbeat_interval", "0.2",
-                                          "--lease", "10", "--max_restarts",
-                                          "1", "--no_python"};
+  const std::vector<std::string> flags = {
+      "--heartbeat_interval", "0.2", "--lease",    "10",
+      "--max_restarts",       "1",   "--no_python"};
   const std::string worker =
       "echo start gen $TRL_GENERATION; sleep 5; echo end gen $TRL_GENERATION";
   auto agent = StartAgent(2, 2, 1, flags);
