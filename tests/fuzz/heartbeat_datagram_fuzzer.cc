@@ -56,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint8_t kind = data[at++];
     if ((kind & 1) == 0) {  // raw bytes: a length, then that many
       if (at >= size) break;
-      const size_t length = std::min<size_t>(data[at++], size - at);
+      const size_t wanted = data[at++];
+      const size_t length = std::min<size_t>(wanted, size - at);
       batch.emplace_back(reinterpret_cast<const char*>(data + at), length);
       at += length;
     } else {  // fields: machine, counter; signed with a real or a wrong key
