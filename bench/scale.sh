@@ -42,7 +42,10 @@ sim_run() {
   local flags=(--num_machines "$agents" --num_processes $((agents * 8))
                --main_process_ip 127.0.0.1 --main_process_port "$port" --use_cpu
                $(security_flags) --heartbeat_interval 1 "$@")
+  # Every simulated agent connects from 127.0.0.1: one address may hold
+  # them all (a real cluster has an address per machine).
   "$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
+    --connections_per_address $((agents + 64)) \
     --max_restarts 3 /bin/true >/dev/null 2>&1 &
   coord=$!
   # Until our coordinator listens: what answers on the port must be ours
@@ -90,7 +93,7 @@ done
 flags=(--num_machines 256 --num_processes 2048 --main_process_ip 127.0.0.1
        --main_process_port "$port" --use_cpu --insecure --heartbeat_interval 0.1)
 "$build/coordinator/trl-coord" start --no_local_agent "${flags[@]}" \
-  --max_restarts 3 /bin/true >/dev/null 2>&1 &
+  --connections_per_address 320 --max_restarts 3 /bin/true >/dev/null 2>&1 &
 coord=$!
 sleep 0.5
 "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \

@@ -92,6 +92,9 @@ struct StartFlags {
   int status_port = -1;
   std::string status_address = "127.0.0.1";
   bool no_status = false;
+  // Connections one address may hold before its unproven ones are cut
+  // (connection_limits.h).
+  int connections_per_address = 64;
 };
 
 // The status server has no authentication yet: it may listen on loopback
@@ -383,6 +386,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         static_cast<uint64_t>(open_files.rlim_cur));
   }
   trl::ConnectionLimits limits;
+  limits.per_peer = flags.connections_per_address;
   // Half the descriptors in all, shared between the ports.
   limits.total = static_cast<int>(
       std::clamp<rlim_t>(open_files.rlim_cur == RLIM_INFINITY
@@ -571,6 +575,15 @@ int main(int argc, char** argv) {
                     "(default 127.0.0.1); reach it with ssh -L");
   start->add_flag("--no_status,--no-status", start_flags.no_status,
                   "Serve no status page or metrics");
+  start
+      ->add_option("--connections_per_address,--connections-per-address",
+                   start_flags.connections_per_address,
+                   "Connections one address may hold that have not proven "
+                   "the token before the oldest are cut (default 64; raise "
+                   "it when many agents reach the coordinator through one "
+                   "NAT address; env TRL_CONNECTIONS_PER_ADDRESS)")
+      ->envname("TRL_CONNECTIONS_PER_ADDRESS")
+      ->check(CLI::Range(1, 1 << 20));
   start->prefix_command();
   start->footer(
       "Everything after the flags is the command: a .py script runs as "
