@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "coordinator/status_http_server.h"
 #include "tests/integration/launcher_fixture.h"
 
@@ -111,11 +114,16 @@ class StatusPortTest : public LauncherTest {};
 TEST_F(StatusPortTest, AStatusPortInUseCostsAWarningNotTheJob) {
   const int status_port = FreePort();
   const int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // As a server would: a connection of an earlier test to this port in
+  // TIME_WAIT must not keep the holder off it (seen under ASan in CI).
+  const int one = 1;
+  setsockopt(holder, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr = {};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(status_port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+      << std::strerror(errno);
   ASSERT_EQ(listen(holder, 1), 0);
   auto coord = StartCoordinator(1, 1, Worker(),
                                 {"--status_port", std::to_string(status_port)});
