@@ -233,6 +233,7 @@ int Agent::Run() {
     registration.set_local_device_count(options_.local_gpu_count);
     registration.set_local_world_size(options_.config.ProcessesPerMachine());
     registration.set_agent_pid(getpid());
+    registration.set_checks_command(true);
     registration.set_lease_ms(static_cast<int32_t>(options_.lease.count()));
     for (const auto& [key, value] : AgreementFingerprint(options_.config)) {
       (*registration.mutable_config_fingerprint())[key] = value;

@@ -56,6 +56,8 @@ struct AgentOptions {
   // The environment workers inherit (the agent's own).
   Environment inherited_environment;
   std::string working_directory;
+  // This machine's interpreter for .py commands ("" : the coordinator's).
+  std::string own_python;
   // The user workers run as (--worker_user); nullopt: the agent's own.
   std::optional<WorkerUser> worker_user;
   // The interface that carries the advertised address; Run fills it in.

@@ -35,6 +35,7 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.local_gpu_count = machine.gpu_count;
   options.inherited_environment = CurrentEnvironment();
   options.working_directory = std::filesystem::current_path().string();
+  options.own_python = flags.GivenPython();
   return options;
 }
 

@@ -136,6 +136,7 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
           if (reply.heartbeat_udp_port() > 0 && options_.udp_heartbeats) {
             UseUdpHeartbeats(registration.machine_rank(), reply);
           }
+          if (registration.checks_command()) CheckCommand(reply);
         }
         break;
       }
@@ -248,6 +249,31 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
     end = End{End::kRefused, 2};
   }
   return *end;
+}
+
+std::string AgentSession::SearchPath() const {
+  auto path = options_.inherited_environment.find("PATH");
+  return path == options_.inherited_environment.end() ? "/usr/bin:/bin"
+                                                      : path->second;
+}
+
+void AgentSession::CheckCommand(const pb::RegistrationReply& reply) {
+  pb::AgentMessage check;
+  auto* result = check.mutable_command_check();
+  if (reply.argv_size() > 0) {
+    const std::vector<std::string> argv =
+        WithOwnPython({reply.argv().begin(), reply.argv().end()},
+                      reply.argv_runs_python(), options_.own_python);
+    const absl::Status runs =
+        CheckCommandRunsHere(argv, reply.argv_runs_python(), SearchPath(),
+                             options_.working_directory);
+    if (!runs.ok()) {
+      Log()->error("the job's command cannot run on this machine: {}",
+                   std::string(runs.message()));
+      result->set_problem(std::string(runs.message()));
+    }
+  }
+  Write(check);
 }
 
 void AgentSession::UseUdpHeartbeats(int machine_rank,
@@ -388,11 +414,10 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     }
     return;
   }
-  std::vector<std::string> argv(a.argv().begin(), a.argv().end());
-  auto path = options_.inherited_environment.find("PATH");
-  auto executable = ResolveExecutable(
-      argv[0], path == options_.inherited_environment.end() ? "/usr/bin:/bin"
-                                                            : path->second);
+  const std::vector<std::string> argv =
+      WithOwnPython({a.argv().begin(), a.argv().end()}, a.argv_runs_python(),
+                    options_.own_python);
+  auto executable = ResolveExecutable(argv[0], SearchPath());
 
   // Nothing relative to the working directory: without a scratch
   // directory and a log_dir, workers get no error or heartbeat files.

@@ -62,6 +62,10 @@ class AgentSession {
   void WatchLease();
   // Sends heartbeats as datagrams from now on (the stream stays the
   // fallback).
+  // Says whether the job's command (in the registration reply) runs here:
+  // its interpreter and script, found as this machine's workers would.
+  void CheckCommand(const trl::launch::v1::RegistrationReply& reply);
+  std::string SearchPath() const;
   void UseUdpHeartbeats(int machine_rank,
                         const trl::launch::v1::RegistrationReply& reply);
   void StartWorkers(const trl::launch::v1::Assignment& assignment);

@@ -217,6 +217,12 @@ std::map<std::string, std::string> LauncherFingerprint(
   };
 }
 
+std::string LaunchOptions::GivenPython() const {
+  const bool given =
+      (python_flag != nullptr && python_flag->count() > 0) || python_from_env;
+  return given ? python : std::string();
+}
+
 void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
   auto env_string = [](const char* name, std::string fallback) {
     const char* value = std::getenv(name);
@@ -227,6 +233,7 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
     return value ? std::atof(value) : fallback;
   };
   o.python = env_string("TRL_PYTHON", o.python);
+  o.python_from_env = std::getenv("TRL_PYTHON") != nullptr;
   o.log_dir = env_string("TRL_LOG_DIR", o.log_dir);
   o.worker_user = env_string("TRL_WORKER_USER", o.worker_user);
   o.stop_grace_s = env_double("TRL_STOP_GRACE", o.stop_grace_s);
@@ -334,8 +341,10 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "CA certificate (PEM) that signs the peers' certificates; "
                  "on the coordinator it makes client certificates required "
                  "(mutual TLS)");
-  app.add_option(FlagNames("python"), o.python,
-                 "Python interpreter for .py commands (env TRL_PYTHON)");
+  o.python_flag = app.add_option(
+      FlagNames("python"), o.python,
+      "Python interpreter for .py commands (env TRL_PYTHON); an agent's own "
+      "wins for its machine's workers");
 }
 
 absl::StatusOr<std::vector<int>> ParseExitCodeList(const std::string& text) {

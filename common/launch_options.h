@@ -110,6 +110,11 @@ struct LaunchOptions {
   CLI::Option* use_cpu_flag = nullptr;
   CLI::Option* num_cpu_threads_flag = nullptr;
   CLI::Option* role_flag = nullptr;
+  CLI::Option* python_flag = nullptr;
+  bool python_from_env = false;  // TRL_PYTHON was set
+  // The interpreter this process was given (--python or TRL_PYTHON), or ""
+  // if neither: an agent's own wins for its workers.
+  std::string GivenPython() const;
   CLI::Option* rdzv_backend_flag = nullptr;
   CLI::Option* dynamo_backend_flag = nullptr;
   CLI::Option* dynamo_mode_flag = nullptr;

@@ -60,4 +60,41 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& program,
       "'", program, "' was not found on PATH (", search_path, ")"));
 }
 
+std::vector<std::string> WithOwnPython(std::vector<std::string> argv,
+                                       bool runs_python,
+                                       const std::string& own_python) {
+  if (runs_python && !own_python.empty() && !argv.empty()) {
+    argv[0] = own_python;
+  }
+  return argv;
+}
+
+absl::Status CheckCommandRunsHere(const std::vector<std::string>& argv,
+                                  bool runs_python,
+                                  const std::string& search_path,
+                                  const std::string& working_dir) {
+  if (argv.empty()) return absl::InvalidArgumentError("no command");
+  if (auto found = ResolveExecutable(argv[0], search_path); !found.ok()) {
+    return found.status();
+  }
+  // python -u SCRIPT ... (BuildWorkerArgv); -m runs a module, which only
+  // the interpreter can find.
+  if (!runs_python || argv.size() < 3 || argv[1] != "-u" || argv[2] == "-m") {
+    return absl::OkStatus();
+  }
+  const std::string& script = argv[2];
+  const std::string path =
+      script.front() == '/' ? script : absl::StrCat(working_dir, "/", script);
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    return absl::NotFoundError(
+        script.front() == '/'
+            ? absl::StrCat("the script ", script, " is not a file here")
+            : absl::StrCat("the script ", script,
+                           " is not a file in the agent's working directory ",
+                           working_dir));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace trl

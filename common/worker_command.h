@@ -16,6 +16,22 @@ absl::StatusOr<std::vector<std::string>> BuildWorkerArgv(
     const std::vector<std::string>& command, bool module, bool no_python,
     const std::string& python);
 
+// The argv this machine's workers run: the coordinator's `argv`, with
+// `own_python` (an agent's --python or TRL_PYTHON, "" if not given) in
+// place of the interpreter when argv[0] is one (`runs_python`).
+std::vector<std::string> WithOwnPython(std::vector<std::string> argv,
+                                       bool runs_python,
+                                       const std::string& own_python);
+
+// Whether `argv` can start here: argv[0] resolves on `search_path`, and a
+// Python script (argv = python -u SCRIPT ...; not -m) is a file, relative
+// to `working_dir` unless absolute. The error names what is missing and
+// where it was looked for.
+absl::Status CheckCommandRunsHere(const std::vector<std::string>& argv,
+                                  bool runs_python,
+                                  const std::string& search_path,
+                                  const std::string& working_dir);
+
 // Finds `program` like execvp would: a name containing '/' is used as it is
 // (it must be an executable file); otherwise each entry of `search_path`
 // (colon-separated) is tried.

@@ -260,6 +260,9 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   trl::CoordinatorOptions options;
   options.config = *config;
   options.launcher_fingerprint = trl::LauncherFingerprint(o);
+  // BuildWorkerArgv puts the interpreter (and -u) before a .py script or
+  // a module: an agent's own --python may take its place.
+  options.worker_argv_runs_python = worker_argv->size() > command.size();
   options.worker_argv = *worker_argv;
   auto job_id = NewJobId();
   if (!job_id.ok()) return Fail(std::string(job_id.status().message()));

@@ -163,6 +163,15 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
       }
       break;
     }
+    case pb::AgentMessage::kCommandCheck:
+      if (!message.command_check().problem().empty()) {
+        Log()->error("machine {} cannot run the command: {}", m,
+                     message.command_check().problem());
+      }
+      Execute(
+          machine_.CommandChecked(m, message.command_check().problem(), now));
+      Execute(machine_.Tick(now));  // the last check may start the job
+      break;
     case pb::AgentMessage::kStopping: {
       const auto& stopping = message.stopping();
       const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
@@ -206,6 +215,7 @@ void Coordinator::HandleRegistration(AgentLink* link,
   info.local_world_size = request.local_world_size();
   info.local_device_count = request.local_device_count();
   info.agent_pid = request.agent_pid();
+  info.checks_command = request.checks_command();
   for (const auto& exited : request.last_generation_exits()) {
     // One generation's report; anything else in it is ignored.
     if (info.report_generation < 0)
@@ -254,6 +264,11 @@ void Coordinator::HandleRegistration(AgentLink* link,
   if (udp_port_ > 0) {
     OfferUdpSession(link, agent, reply.mutable_registration_reply());
   }
+  for (const auto& arg : options_.worker_argv) {
+    reply.mutable_registration_reply()->add_argv(arg);
+  }
+  reply.mutable_registration_reply()->set_argv_runs_python(
+      options_.worker_argv_runs_python);
   link->Send(reply);
   Log()->info(
       "machine {} registered: host {}, address {} ({}), {} workers; "
@@ -326,6 +341,7 @@ void Coordinator::StartGeneration() {
   assignment->set_generation(start.generation);
   assignment->set_stop_grace_s(options_.stop_grace_s);
   for (const auto& arg : options_.worker_argv) assignment->add_argv(arg);
+  assignment->set_argv_runs_python(options_.worker_argv_runs_python);
   assignment->mutable_job_environment()->insert(job_env.begin(), job_env.end());
   std::map<int, std::vector<AgentLink*>> links_of_machine;
   for (const auto& [link, agent] : registered_) {

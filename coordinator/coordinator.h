@@ -47,6 +47,9 @@ struct CoordinatorOptions {
   // with the config's fingerprint.
   std::map<std::string, std::string> launcher_fingerprint;
   std::vector<std::string> worker_argv;
+  // worker_argv[0] is the Python interpreter (an agent's own --python may
+  // take its place).
+  bool worker_argv_runs_python = false;
   std::string job_id;
   // host:port the coordinator serves on (TRL_COORDINATOR_ADDR).
   std::string coordinator_address;

@@ -132,6 +132,7 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   NodeRecord node;
   node.info = agent;
   node.last_heartbeat = now;
+  node.command_checked = !agent.checks_command;
   if (rejoin) {
     // Its ranks stay where they are until the next generation assigns
     // them again (a report of their exits refers to them).
@@ -195,6 +196,9 @@ bool JobStateMachine::ReadyToStart(TimePoint now) const {
   if (static_cast<int>(nodes_.size()) != settings_.num_machines ||
       connected_nodes_ != settings_.num_machines) {
     return false;
+  }
+  for (const auto& [m, node] : nodes_) {
+    if (!node.command_checked) return false;
   }
   return now >= ReplacementsAllowedAt();
 }
@@ -586,6 +590,45 @@ Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {
         now);
   }
   MaybeFinish(decision, now);  // every rank exited 0: the job succeeded
+  return decision;
+}
+
+Decision JobStateMachine::CommandChecked(int m, const std::string& problem,
+                                         TimePoint now) {
+  Decision decision;
+  auto it = nodes_.find(m);
+  if (it == nodes_.end() || IsFinished(phase_)) return decision;
+  if (problem.empty()) {
+    it->second.command_checked = true;
+    return decision;
+  }
+  const std::string why =
+      absl::StrCat("machine ", m, " (host ", it->second.info.hostname,
+                   ") cannot run the command: ", problem);
+  FailureRecord failure;
+  failure.generation = generation_;
+  failure.machine_rank = m;
+  failure.hostname = it->second.info.hostname;
+  failure.reason = why;
+  failures_.push_back(failure);
+  awaiting_reports_.clear();
+  if (phase_ == JobPhase::kWaitingForAgents ||
+      phase_ == JobPhase::kRestarting) {
+    // No worker runs anywhere.
+    Finish(JobOutcome{JobPhase::kFailed, 2,
+                      absl::StrCat(why, "; nothing was started")},
+           decision);
+    return decision;
+  }
+  // Joined while a generation runs elsewhere: it is stopped, then the job
+  // ends the same way.
+  pending_outcome_ = JobOutcome{JobPhase::kFailed, 2, why};
+  if (phase_ != JobPhase::kStopping) {
+    phase_ = JobPhase::kStopping;
+    NoteStopping(now);
+    decision.stop_generation = why;
+  }
+  MaybeFinish(decision, now);
   return decision;
 }
 

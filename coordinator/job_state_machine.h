@@ -75,6 +75,9 @@ struct AgentInfo {
   // exited on their own before it lost its connection: local rank -> exit.
   int64_t report_generation = -1;
   std::map<int, WorkerExit> reported_exits;
+  // It checks that the command runs on its machine, and says so
+  // (CommandChecked) before its ranks may start.
+  bool checks_command = false;
 
   HostIdentity host() const { return HostIdentity{hostname, host_id}; }
 };
@@ -119,6 +122,8 @@ struct NodeRecord {
   // registers for it gets its ranks only after this.
   TimePoint old_agent_may_run_until;
   TimePoint last_heartbeat;
+  // Its agent has said the command runs there (or does not check).
+  bool command_checked = true;
   int rank_offset = 0;
   // Its place in the machines ordered by last heartbeat, while connected.
   std::list<int>::iterator by_heartbeat;
@@ -248,6 +253,10 @@ class JobStateMachine {
                         const WorkerExit& exit, TimePoint now);
   // Stops the job (a signal, an operator): stop workers, then end as
   // kStopped with `exit_code`.
+  // Machine `m`'s agent checked the command on its machine: `problem` is
+  // empty if it runs there. If not, the job fails with exit code 2, naming
+  // the machine and the problem, before anything starts where it can.
+  Decision CommandChecked(int m, const std::string& problem, TimePoint now);
   Decision StopRequested(const std::string& reason, int exit_code,
                          TimePoint now);
 

@@ -151,10 +151,16 @@ TEST_F(LauncherTest, GpuConfigStartsWithoutGpusAndGetsAnNcclId) {
 }
 
 TEST_F(LauncherTest, MissingProgramIsAClearFailure) {
+  // Found missing by the agent's check, before any rank starts: exit 2
+  // (a usage error), not the 127 of a worker that could not start.
   auto coord = StartCoordinator(1, 1, {"no-such-program-xyz"});
-  ASSERT_EQ(coord->Wait(seconds(30)), 127) << coord->Output();
+  ASSERT_EQ(coord->Wait(seconds(30)), 2) << coord->Output();
+  EXPECT_NE(coord->Stderr().find("machine 0 (host "), std::string::npos)
+      << coord->Output();
   EXPECT_NE(coord->Stderr().find("'no-such-program-xyz' was not found on PATH"),
             std::string::npos)
+      << coord->Output();
+  EXPECT_NE(coord->Stderr().find("nothing was started"), std::string::npos)
       << coord->Output();
 }
 

@@ -269,6 +269,38 @@ TEST_F(JobRestartTest, TicksOnTimeExcuseNothing) {
   ADD_FAILURE() << "machine 1 was never found silent";
 }
 
+TEST_F(JobRestartTest, NoRankStartsBeforeEveryAgentSaysTheCommandRuns) {
+  JobStateMachine job(Settings(3), now_);
+  AgentInfo zero = Agent(0), one = Agent(1);
+  zero.checks_command = one.checks_command = true;
+  ASSERT_TRUE(job.Register(zero, now_).ok());
+  ASSERT_TRUE(job.Register(one, now_).ok());
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  EXPECT_FALSE(job.CommandChecked(0, "", now_).finished.has_value());
+  EXPECT_FALSE(job.Tick(now_).start_generation);  // machine 1 has not said
+  job.CommandChecked(1, "", now_);
+  EXPECT_TRUE(job.Tick(now_).start_generation);
+}
+
+TEST_F(JobRestartTest, ACommandThatCannotRunFailsTheJobWithExit2) {
+  JobStateMachine job(Settings(3), now_);
+  AgentInfo zero = Agent(0), one = Agent(1);
+  zero.checks_command = one.checks_command = true;
+  ASSERT_TRUE(job.Register(zero, now_).ok());
+  ASSERT_TRUE(job.Register(one, now_).ok());
+  job.CommandChecked(0, "", now_);
+  const Decision decision =
+      job.CommandChecked(1, "the script x.py is not a file", now_);
+  ASSERT_TRUE(decision.finished.has_value());
+  EXPECT_EQ(decision.finished->phase, JobPhase::kFailed);
+  EXPECT_EQ(decision.finished->exit_code, 2);
+  EXPECT_EQ(decision.finished->summary,
+            "machine 1 (host node1) cannot run the command: the script x.py "
+            "is not a file; nothing was started");
+  EXPECT_FALSE(decision.start_generation);
+  EXPECT_EQ(job.generation(), -1);  // no generation ever began
+}
+
 TEST_F(JobRestartTest, SilentAgentIsLostAndTheJobWaitsForItToRejoin) {
   JobStateMachine job = Registered(2);
   const GenerationStart start = Start(job);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 
 namespace trl {
@@ -53,6 +54,50 @@ TEST(WorkerCommandTest, ResolvesOnPath) {
   std::ofstream(plain) << "data";
   chmod(plain.c_str(), 0644);
   EXPECT_FALSE(ResolveExecutable(plain, "").ok());
+}
+
+TEST(WorkerCommandTest, AnAgentsOwnPythonReplacesOnlyTheInterpreter) {
+  const Argv argv = {"python3", "-u", "train.py", "--lr", "1"};
+  EXPECT_EQ(WithOwnPython(argv, true, "/venv/bin/python"),
+            (Argv{"/venv/bin/python", "-u", "train.py", "--lr", "1"}));
+  EXPECT_EQ(WithOwnPython(argv, true, ""), argv);  // none given
+  const Argv tool = {"torchrun", "train.py"};
+  EXPECT_EQ(WithOwnPython(tool, false, "/venv/bin/python"), tool);
+}
+
+TEST(WorkerCommandTest, TheCheckNamesAMissingScriptAndWhereItLooked) {
+  char dir_template[] = "/tmp/trl-check-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  std::ofstream(dir + "/train.py") << "print(1)\n";
+  const std::string path = "/usr/bin:/bin";
+  EXPECT_TRUE(
+      CheckCommandRunsHere({"sh", "-u", "train.py"}, true, path, dir).ok());
+  EXPECT_TRUE(CheckCommandRunsHere({"sh", "-u", dir + "/train.py"}, true, path,
+                                   "/nonexistent")
+                  .ok());
+  const auto missing =
+      CheckCommandRunsHere({"sh", "-u", "eval.py"}, true, path, dir);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(),
+            "the script eval.py is not a file in the agent's working "
+            "directory " +
+                dir);
+  // A directory is not a script.
+  EXPECT_FALSE(CheckCommandRunsHere({"sh", "-u", "."}, true, path, dir).ok());
+  // A module is the interpreter's to find.
+  EXPECT_TRUE(
+      CheckCommandRunsHere({"sh", "-u", "-m", "trl"}, true, path, dir).ok());
+  // The interpreter must resolve as the workers' would.
+  const auto no_python = CheckCommandRunsHere(
+      {"no-such-python", "-u", "train.py"}, true, path, dir);
+  EXPECT_NE(no_python.message().find("'no-such-python' was not found on PATH"),
+            std::string::npos)
+      << no_python.message();
+  // Not Python: only the program is checked.
+  EXPECT_TRUE(
+      CheckCommandRunsHere({"sh", "-c", "true"}, false, path, dir).ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
