@@ -64,6 +64,34 @@ class JobEndFarewellTest : public ::testing::Test {
     ASSERT_EQ(core_->Status().state(), "succeeded");
   }
 
+  // Machine 1's agent registers again: it is told how the job ended, its
+  // stream stays open until it says it heard, and then nobody is awaited.
+  void ExpectMachine1ToldWhenItRegistersAgain() {
+    EndLink again;
+    Register(&again, 1);
+    EXPECT_EQ(again.finished, "succeeded");
+    EXPECT_EQ(again.exit_code, 0);
+    EXPECT_FALSE(again.closed);  // until it says it heard
+    EXPECT_FALSE(FarewellsWithin(milliseconds(20)));
+    Heard(&again);
+    EXPECT_TRUE(again.closed);
+    core_->OnDisconnected(&again);
+    EXPECT_TRUE(FarewellsWithin(milliseconds(0)));
+  }
+  // Machine 1's ranks exit 0, then its stream is cut; machine 0's exit 0
+  // and it hears the end: only machine 1 is awaited.
+  void SucceedWithMachine1CutOff(EndLink* a, EndLink* b) {
+    Register(a, 0);
+    Register(b, 1);
+    ExitZero(b);
+    core_->OnDisconnected(b);
+    ExitZero(a);
+    ASSERT_EQ(core_->Status().state(), "succeeded");
+    Heard(a);
+    core_->OnDisconnected(a);
+    EXPECT_FALSE(FarewellsWithin(milliseconds(20)));
+  }
+
   CoordinatorOptions options_;
   TimePoint now_ = TimePoint() + std::chrono::seconds(1000);
   std::unique_ptr<Coordinator> core_;
@@ -95,16 +123,7 @@ TEST_F(JobEndFarewellTest, AnAgentCutOffAtTheEndIsToldWhenItRegistersAgain) {
   // Machine 1's stream is cut before the news reached its agent.
   core_->OnDisconnected(&b);
   EXPECT_FALSE(FarewellsWithin(milliseconds(20)));
-  EndLink again;
-  Register(&again, 1);
-  EXPECT_EQ(again.finished, "succeeded");
-  EXPECT_EQ(again.exit_code, 0);
-  EXPECT_FALSE(again.closed);  // until it says it heard
-  EXPECT_FALSE(FarewellsWithin(milliseconds(20)));
-  Heard(&again);
-  EXPECT_TRUE(again.closed);
-  core_->OnDisconnected(&again);
-  EXPECT_TRUE(FarewellsWithin(milliseconds(0)));
+  ExpectMachine1ToldWhenItRegistersAgain();
 }
 
 TEST_F(JobEndFarewellTest, AMachineCutOffJustBeforeTheEndIsAwaitedForItsLease) {
@@ -112,35 +131,14 @@ TEST_F(JobEndFarewellTest, AMachineCutOffJustBeforeTheEndIsAwaitedForItsLease) {
   // without it and succeeds, and its agent, which has not heard, will
   // register again once its lease (3 s) tells it the link is gone.
   EndLink a, b;
-  Register(&a, 0);
-  Register(&b, 1);
-  ExitZero(&b);
-  core_->OnDisconnected(&b);
-  ExitZero(&a);
-  ASSERT_EQ(core_->Status().state(), "succeeded");
-  Heard(&a);
-  core_->OnDisconnected(&a);
-  EXPECT_FALSE(FarewellsWithin(milliseconds(20)));
+  SucceedWithMachine1CutOff(&a, &b);
   now_ += std::chrono::seconds(4);  // within lease + 2 s
-  EndLink again;
-  Register(&again, 1);
-  EXPECT_EQ(again.finished, "succeeded");
-  EXPECT_FALSE(FarewellsWithin(milliseconds(20)));
-  Heard(&again);
-  core_->OnDisconnected(&again);
-  EXPECT_TRUE(FarewellsWithin(milliseconds(0)));
+  ExpectMachine1ToldWhenItRegistersAgain();
 }
 
 TEST_F(JobEndFarewellTest, AMachineThatNeverComesBackIsAwaitedNoLonger) {
   EndLink a, b;
-  Register(&a, 0);
-  Register(&b, 1);
-  ExitZero(&b);
-  core_->OnDisconnected(&b);
-  ExitZero(&a);
-  Heard(&a);
-  core_->OnDisconnected(&a);
-  EXPECT_FALSE(FarewellsWithin(milliseconds(20)));
+  SucceedWithMachine1CutOff(&a, &b);
   now_ += std::chrono::milliseconds(5001);  // past its lease (3 s) + 2 s
   EXPECT_TRUE(FarewellsWithin(milliseconds(200)));
 }

@@ -72,6 +72,28 @@ class JobRestartTest : public testing::Test {
     job.WorkerExited(0, start.generation, 1, terminated, now_);
   }
 
+  // Both machines registered, on a ticker that promises a tick every
+  // 100 ms (JobSettings::tick_interval).
+  JobStateMachine TickedEvery100Ms() {
+    JobSettings settings = Settings(3);
+    settings.tick_interval = milliseconds(100);
+    JobStateMachine job(settings, now_);
+    EXPECT_TRUE(job.Register(Agent(0), now_).ok());
+    EXPECT_TRUE(job.Register(Agent(1), now_).ok());
+    return job;
+  }
+
+  // Both machines registered by agents that check the command.
+  JobStateMachine RegisteredCheckingTheCommand() {
+    JobStateMachine job(Settings(3), now_);
+    for (int m = 0; m < 2; ++m) {
+      AgentInfo agent = Agent(m);
+      agent.checks_command = true;
+      EXPECT_TRUE(job.Register(agent, now_).ok());
+    }
+    return job;
+  }
+
   JobStateMachine Registered(int max_restarts) {
     JobStateMachine job(Settings(max_restarts), now_);
     EXPECT_TRUE(job.Register(Agent(0), now_).ok());
@@ -216,11 +238,7 @@ TEST_F(JobRestartTest, NextDeadlineIsTheQuietestAgentsTimeout) {
 // the heartbeats queued meanwhile. A gap between ticks beyond the promised
 // interval is its own stall, and the agents are not blamed for it.
 TEST_F(JobRestartTest, TheCoordinatorsOwnStallIsNotAnAgentsSilence) {
-  JobSettings settings = Settings(3);
-  settings.tick_interval = milliseconds(100);
-  JobStateMachine job(settings, now_);
-  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
-  ASSERT_TRUE(job.Register(Agent(1), now_).ok());
+  JobStateMachine job = TickedEvery100Ms();
   Start(job);
   for (int i = 0; i < 25; ++i) {  // 2.5 s of ticks on time, both heard
     now_ += milliseconds(100);
@@ -249,11 +267,7 @@ TEST_F(JobRestartTest, TheCoordinatorsOwnStallIsNotAnAgentsSilence) {
 }
 
 TEST_F(JobRestartTest, TicksOnTimeExcuseNothing) {
-  JobSettings settings = Settings(3);
-  settings.tick_interval = milliseconds(100);
-  JobStateMachine job(settings, now_);
-  ASSERT_TRUE(job.Register(Agent(0), now_).ok());
-  ASSERT_TRUE(job.Register(Agent(1), now_).ok());
+  JobStateMachine job = TickedEvery100Ms();
   Start(job);
   for (int i = 0; i < 35; ++i) {  // 3.5 s of ticks 100 ms apart
     now_ += milliseconds(100);
@@ -270,11 +284,7 @@ TEST_F(JobRestartTest, TicksOnTimeExcuseNothing) {
 }
 
 TEST_F(JobRestartTest, NoRankStartsBeforeEveryAgentSaysTheCommandRuns) {
-  JobStateMachine job(Settings(3), now_);
-  AgentInfo zero = Agent(0), one = Agent(1);
-  zero.checks_command = one.checks_command = true;
-  ASSERT_TRUE(job.Register(zero, now_).ok());
-  ASSERT_TRUE(job.Register(one, now_).ok());
+  JobStateMachine job = RegisteredCheckingTheCommand();
   EXPECT_FALSE(job.Tick(now_).start_generation);
   EXPECT_FALSE(job.CommandChecked(0, "", now_).finished.has_value());
   EXPECT_FALSE(job.Tick(now_).start_generation);  // machine 1 has not said
@@ -283,11 +293,7 @@ TEST_F(JobRestartTest, NoRankStartsBeforeEveryAgentSaysTheCommandRuns) {
 }
 
 TEST_F(JobRestartTest, ACommandThatCannotRunFailsTheJobWithExit2) {
-  JobStateMachine job(Settings(3), now_);
-  AgentInfo zero = Agent(0), one = Agent(1);
-  zero.checks_command = one.checks_command = true;
-  ASSERT_TRUE(job.Register(zero, now_).ok());
-  ASSERT_TRUE(job.Register(one, now_).ok());
+  JobStateMachine job = RegisteredCheckingTheCommand();
   job.CommandChecked(0, "", now_);
   const Decision decision =
       job.CommandChecked(1, "the script x.py is not a file", now_);
