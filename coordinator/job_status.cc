@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -95,42 +97,142 @@ pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
   return status;
 }
 
-std::string FormatJobTable(const pb::JobStatus& s) {
-  std::string out = absl::StrFormat(
+namespace {
+
+std::string JobHeader(const pb::JobStatus& s) {
+  return absl::StrFormat(
       "JOB %s  state %s  generation %d  world size %d  machines %d  uptime "
       "%.1fs\n  restarts: %d used, %d left\n  command: %s\n",
       s.job_id(), s.state(), s.generation(), s.world_size(), s.num_machines(),
       s.uptime_s(), s.restarts_used(),
       std::max(0, s.max_restarts() - s.restarts_used()),
       absl::StrJoin(s.command(), " "));
-  absl::StrAppendFormat(&out, "\n%-8s %-20s %-16s %-14s %-8s %s\n", "MACHINE",
+}
+
+void AppendMachineHeader(std::string* out) {
+  absl::StrAppendFormat(out, "\n%-8s %-20s %-16s %-14s %-8s %s\n", "MACHINE",
                         "HOST", "ADDRESS", "STATE", "WORKERS", "HEARTBEAT");
-  for (const auto& node : s.nodes()) {
-    absl::StrAppendFormat(
-        &out, "%-8d %-20s %-16s %-14s %-8d %.1fs ago%s\n", node.machine_rank(),
-        node.hostname(), node.address(), node.state(), node.workers(),
-        node.last_heartbeat_age_s(),
-        node.heartbeat_via().empty() ? "" : " (" + node.heartbeat_via() + ")");
+}
+
+void AppendMachine(std::string* out, const pb::NodeStatus& node) {
+  absl::StrAppendFormat(
+      out, "%-8d %-20s %-16s %-14s %-8d %.1fs ago%s\n", node.machine_rank(),
+      node.hostname(), node.address(), node.state(), node.workers(),
+      node.last_heartbeat_age_s(),
+      node.heartbeat_via().empty() ? "" : " (" + node.heartbeat_via() + ")");
+}
+
+void AppendRankHeader(std::string* out) {
+  absl::StrAppendFormat(out, "\n%-6s %-6s %-8s %-8s %-10s %s\n", "RANK",
+                        "LOCAL", "MACHINE", "PID", "STATE", "EXIT");
+}
+
+void AppendRank(std::string* out, const pb::RankStatus& rank) {
+  absl::StrAppendFormat(
+      out, "%-6d %-6d %-8d %-8d %-10s %s\n", rank.rank(), rank.local_rank(),
+      rank.machine_rank(), rank.pid(), rank.state(),
+      ExitText(rank.exit_code(), rank.signal(), rank.state()));
+}
+
+void AppendFailure(std::string* out, const pb::FailureRecord& failure) {
+  absl::StrAppendFormat(out, "  generation %d: %s\n", failure.generation(),
+                        failure.reason());
+  for (const auto& line : failure.last_lines()) {
+    absl::StrAppend(out, "    | ", line, "\n");
   }
-  if (s.ranks_size() > 0) {
-    absl::StrAppendFormat(&out, "\n%-6s %-6s %-8s %-8s %-10s %s\n", "RANK",
-                          "LOCAL", "MACHINE", "PID", "STATE", "EXIT");
-    for (const auto& rank : s.ranks()) {
-      absl::StrAppendFormat(
-          &out, "%-6d %-6d %-8d %-8d %-10s %s\n", rank.rank(),
-          rank.local_rank(), rank.machine_rank(), rank.pid(), rank.state(),
-          ExitText(rank.exit_code(), rank.signal(), rank.state()));
+}
+
+// "running 32760, failed 1, stopped 7", in the order states first appear.
+template <typename Rows>
+std::string CountsByState(const Rows& rows) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (const auto& row : rows) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) {
+      return c.first == row.state();
+    });
+    if (it == counts.end()) {
+      counts.emplace_back(row.state(), 1);
+    } else {
+      ++it->second;
     }
+  }
+  std::vector<std::string> parts;
+  for (const auto& [state, count] : counts) {
+    parts.push_back(absl::StrCat(state, " ", count));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+bool NeedsAttention(const std::string& state) {
+  return state == "lost" || state == "failed" || state == "stopped";
+}
+
+// A large job at a glance: what is not as it should be, and the counts.
+std::string FormatJobSummary(const pb::JobStatus& s) {
+  constexpr int kShown = 20;
+  constexpr int kFailuresShown = 5;
+  std::string out = JobHeader(s);
+  absl::StrAppend(&out, "\nmachines: ", CountsByState(s.nodes()), "\n");
+  absl::StrAppend(&out, "ranks: ", CountsByState(s.ranks()), "\n");
+  int shown = 0, more = 0;
+  for (const auto& node : s.nodes()) {
+    if (!NeedsAttention(node.state())) continue;
+    if (shown == 0) AppendMachineHeader(&out);
+    if (shown < kShown) {
+      AppendMachine(&out, node);
+      ++shown;
+    } else {
+      ++more;
+    }
+  }
+  if (more > 0) absl::StrAppend(&out, "... and ", more, " more machines\n");
+  shown = more = 0;
+  for (const auto& rank : s.ranks()) {
+    if (!NeedsAttention(rank.state())) continue;
+    if (shown == 0) AppendRankHeader(&out);
+    if (shown < kShown) {
+      AppendRank(&out, rank);
+      ++shown;
+    } else {
+      ++more;
+    }
+  }
+  if (more > 0) absl::StrAppend(&out, "... and ", more, " more ranks\n");
+  if (s.failures_size() > 0) {
+    absl::StrAppend(&out, "\nFAILURES (root cause first)\n");
+    const int first = std::max(0, s.failures_size() - kFailuresShown);
+    if (first > 0) {
+      absl::StrAppend(&out, "  (", first,
+                      " earlier ones: trl-coord ps --json lists every one)\n");
+    }
+    for (int i = first; i < s.failures_size(); ++i) {
+      AppendFailure(&out, s.failures(i));
+    }
+  }
+  absl::StrAppendFormat(&out,
+                        "\n(a summary of %d machines and %d ranks: "
+                        "trl-coord ps --ranks lists every one)\n",
+                        s.nodes_size(), s.ranks_size());
+  return out;
+}
+
+}  // namespace
+
+std::string FormatJobTable(const pb::JobStatus& s, bool every_row) {
+  if (!every_row && (s.nodes_size() > kWholeTableMachines ||
+                     s.ranks_size() > kWholeTableRanks)) {
+    return FormatJobSummary(s);
+  }
+  std::string out = JobHeader(s);
+  AppendMachineHeader(&out);
+  for (const auto& node : s.nodes()) AppendMachine(&out, node);
+  if (s.ranks_size() > 0) {
+    AppendRankHeader(&out);
+    for (const auto& rank : s.ranks()) AppendRank(&out, rank);
   }
   if (s.failures_size() > 0) {
     absl::StrAppend(&out, "\nFAILURES (root cause first)\n");
-    for (const auto& failure : s.failures()) {
-      absl::StrAppendFormat(&out, "  generation %d: %s\n", failure.generation(),
-                            failure.reason());
-      for (const auto& line : failure.last_lines()) {
-        absl::StrAppend(&out, "    | ", line, "\n");
-      }
-    }
+    for (const auto& failure : s.failures()) AppendFailure(&out, failure);
   }
   return out;
 }

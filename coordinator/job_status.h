@@ -14,8 +14,14 @@ trl::launch::v1::JobStatus DescribeJob(const JobStateMachine& machine,
                                        TimePoint now);
 
 // A human-readable view: the job, one line per node, one line per rank and
-// the failures, root cause first.
-std::string FormatJobTable(const trl::launch::v1::JobStatus& status);
+// the failures, root cause first. A job of more than kWholeTableMachines
+// machines or kWholeTableRanks ranks is summarised instead (counts by
+// state, the machines and ranks that are lost, failed or stopped, the last
+// failures), unless `every_row`.
+inline constexpr int kWholeTableMachines = 16;
+inline constexpr int kWholeTableRanks = 64;
+std::string FormatJobTable(const trl::launch::v1::JobStatus& status,
+                           bool every_row = false);
 
 // The same as JSON (protobuf's JSON mapping, field names as in the proto).
 std::string FormatJobJson(const trl::launch::v1::JobStatus& status);

@@ -23,6 +23,9 @@ void AddPsFlags(CLI::App& app, PsFlags& flags) {
   app.add_option("--address", flags.address,
                  "The coordinator's host:port (overrides the config)");
   app.add_flag("--json", flags.json, "Print JSON");
+  app.add_flag("--ranks", flags.every_row,
+               "List every machine and rank, however large the job (a job "
+               "of more than 16 machines or 64 ranks is summarised)");
   app.add_option("--timeout", flags.timeout_s, "Seconds to wait for an answer");
   app.add_option("--auth_token_file,--auth-token-file", flags.auth_token_file,
                  "File holding the shared auth token (default: "
@@ -91,8 +94,8 @@ int RunPs(const PsFlags& flags) {
                            : "");
     return 1;
   }
-  const std::string text =
-      flags.json ? FormatJobJson(status) : FormatJobTable(status);
+  const std::string text = flags.json ? FormatJobJson(status)
+                                      : FormatJobTable(status, flags.every_row);
   std::fputs(text.c_str(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
   return 0;

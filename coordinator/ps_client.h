@@ -15,6 +15,7 @@ struct PsFlags {
   std::string config_file;
   std::string address;  // host:port; overrides the config
   bool json = false;
+  bool every_row = false;  // --ranks
   double timeout_s = 5;
   std::string auth_token_file;
   bool insecure = false;

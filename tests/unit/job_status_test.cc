@@ -5,6 +5,8 @@
 namespace trl {
 namespace {
 
+namespace pb = trl::launch::v1;
+
 using std::chrono::seconds;
 
 TEST(JobStatusTest, DescribesJobNodesRanksAndFailures) {
@@ -54,6 +56,60 @@ TEST(JobStatusTest, DescribesJobNodesRanksAndFailures) {
   const std::string json = FormatJobJson(status);
   EXPECT_NE(json.find("\"job_id\": \"job-7\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"pid\": 222"), std::string::npos) << json;
+}
+
+// A large job (20 machines x 8 ranks): what is wrong, and the counts, not
+// 160 lines.
+TEST(JobStatusTableTest, ALargeJobIsSummarisedUnlessEveryRowIsAskedFor) {
+  pb::JobStatus status;
+  status.set_job_id("big");
+  status.set_state("stopping");
+  for (int m = 0; m < 20; ++m) {
+    auto* node = status.add_nodes();
+    node->set_machine_rank(m);
+    node->set_hostname("host" + std::to_string(m));
+    node->set_state(m == 13 ? "lost" : "stopping");
+    for (int local = 0; local < 8; ++local) {
+      auto* rank = status.add_ranks();
+      rank->set_rank(m * 8 + local);
+      rank->set_machine_rank(m);
+      rank->set_local_rank(local);
+      rank->set_state(m == 13 ? "lost"
+                              : (m * 8 + local == 42 ? "failed" : "running"));
+      if (rank->rank() == 42) rank->set_exit_code(3);
+    }
+  }
+  for (int i = 0; i < 7; ++i) {
+    auto* failure = status.add_failures();
+    failure->set_generation(i);
+    failure->set_reason("failure number " + std::to_string(i));
+  }
+  const std::string summary = FormatJobTable(status);
+  EXPECT_NE(summary.find("machines: stopping 19, lost 1"), std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("ranks: running 151, failed 1, lost 8"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("host13"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("host12"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("42     2      5"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("running    -"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("failure number 1\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("(2 earlier ones"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("failure number 6"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("trl-coord ps --ranks lists every one"),
+            std::string::npos)
+      << summary;
+
+  const std::string whole = FormatJobTable(status, /*every_row=*/true);
+  EXPECT_NE(whole.find("host12"), std::string::npos);
+  EXPECT_NE(whole.find("failure number 1\n"), std::string::npos);
+  size_t rank_lines = 0;
+  for (size_t at = whole.find("running    -"); at != std::string::npos;
+       at = whole.find("running    -", at + 1)) {
+    ++rank_lines;
+  }
+  EXPECT_EQ(rank_lines, 151u);
 }
 
 }  // namespace
