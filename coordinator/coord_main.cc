@@ -38,6 +38,7 @@
 #include "coordinator/call_authenticator.h"
 #include "coordinator/connection_limits.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/events_client.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/job_state_file.h"
 #include "coordinator/ps_client.h"
@@ -121,6 +122,7 @@ std::unique_ptr<trl::StatusHttpServer> StartStatusServer(
       flags.status_port >= 0 ? flags.status_port : main_process_port + 1;
   trl::StatusSources sources;
   sources.snapshot = [core] { return core->Status(); };
+  sources.events = [core] { return core->Events(); };
   sources.nonce = [] {
     auto bytes = trl::RandomBytes(16);
     std::string hex;
@@ -596,6 +598,11 @@ int main(int argc, char** argv) {
   CLI::App* ps = app.add_subcommand("ps", "Show a running job");
   trl::AddPsFlags(*ps, ps_flags);
 
+  trl::EventsFlags events_flags;
+  CLI::App* events = app.add_subcommand(
+      "events", "Show a job's history (on the coordinator's machine)");
+  trl::AddEventsFlags(*events, events_flags);
+
   std::vector<std::string> command;
   if (auto exit_code =
           trl::ParseCommandLineWithCommand(app, *start, argc, argv, &command)) {
@@ -604,5 +611,6 @@ int main(int argc, char** argv) {
   // Only the coordinator can choose a free port (main_process_port 0).
   start_flags.launch.allow_free_port = true;
   if (start->parsed()) return Start(start_flags, command);
+  if (events->parsed()) return trl::RunEvents(events_flags);
   return trl::RunPs(ps_flags);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/heartbeat_datagram.h"
 #include "common/logging.h"
 #include "common/worker_environment.h"
@@ -67,6 +68,8 @@ Coordinator::Coordinator(CoordinatorOptions options,
     : options_(std::move(options)),
       rendezvous_(std::move(rendezvous)),
       clock_(std::move(clock)),
+      events_(JobEventLog::PathFor(options_.state_file),
+              options_.resume.has_value()),
       machine_(
           JobSettings{options_.job_id, options_.config.num_machines,
                       options_.config.ProcessesPerMachine(),
@@ -89,7 +92,29 @@ Coordinator::Coordinator(CoordinatorOptions options,
         options_.resume->failures, clock_() + rest, options_.resume->hosts);
     persisted_restarts_ = options_.resume->restarts_used;
     persisted_failures_ = options_.resume->failures.size();
+    Note("resumed", -1,
+         absl::StrCat("a restarted coordinator resumes the job after "
+                      "generation ",
+                      options_.resume->generation, ", ",
+                      options_.resume->restarts_used, " restarts used"));
   }
+}
+
+void Coordinator::Note(const char* kind, int machine_rank, std::string text) {
+  pb::JobEvent event;
+  event.set_generation(machine_.generation());
+  event.set_kind(kind);
+  event.set_machine_rank(machine_rank);
+  event.set_text(std::move(text));
+  // Registrations come in storms: written with the next tick.
+  const bool deferred =
+      event.kind() == "registered" || event.kind() == "rejoined";
+  events_.Append(std::move(event), deferred);
+}
+
+pb::JobEvents Coordinator::Events() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return events_.All();
 }
 
 absl::Status Coordinator::PersistJob(int64_t generation) {
@@ -241,6 +266,7 @@ void Coordinator::HandleRegistration(AgentLink* link,
     }
     return;
   }
+  const bool rejoin = machine_.nodes().count(info.machine_rank) > 0;
   const absl::Status status = machine_.Register(info, clock_());
   pb::CoordinatorMessage reply;
   reply.mutable_registration_reply()->set_accepted(status.ok());
@@ -276,6 +302,9 @@ void Coordinator::HandleRegistration(AgentLink* link,
       info.machine_rank, info.hostname, info.advertise_addr,
       info.interface_name, info.local_world_size, machine_.nodes().size(),
       options_.config.num_machines);
+  Note(rejoin ? "rejoined" : "registered", info.machine_rank,
+       absl::StrCat("host ", info.hostname, ", address ", info.advertise_addr,
+                    ", ", info.local_world_size, " workers"));
   const TimePoint now = clock_();
   const TimePoint old_may_run =
       machine_.nodes().at(info.machine_rank).old_agent_may_run_until;
@@ -334,6 +363,10 @@ void Coordinator::StartGeneration() {
       start.generation, start.world_size, start.master_addr,
       rendezvous->master_port, machine_.restarts_used(),
       options_.restart.max_restarts);
+  Note("generation", -1,
+       absl::StrCat("world size ", start.world_size, ", restarts used ",
+                    machine_.restarts_used(), " of ",
+                    options_.restart.max_restarts));
 
   pb::CoordinatorMessage message;
   pb::Assignment* assignment = message.mutable_assignment();
@@ -365,8 +398,15 @@ void Coordinator::Execute(const Decision& decision) {
         "the coordinator did not run for {:.1f} s (frozen or starved); the "
         "agents' silence meanwhile is not held against them",
         std::chrono::duration<double>(stalled).count());
+    Note("stalled", -1,
+         absl::StrFormat("the coordinator did not run for %.1f s",
+                         std::chrono::duration<double>(stalled).count()));
   }
   for (int lost : decision.drop_agents) {
+    if (auto node = machine_.nodes().find(lost);
+        node != machine_.nodes().end()) {
+      Note("lost", lost, node->second.lost_reason);
+    }
     for (auto it = registered_.begin(); it != registered_.end();) {
       if (it->second.machine_rank != lost) {
         ++it;
@@ -389,6 +429,7 @@ void Coordinator::Execute(const Decision& decision) {
   if (decision.stop_generation) {
     Log()->warn("stopping generation {}: {}", machine_.generation(),
                 *decision.stop_generation);
+    Note("stopping", -1, *decision.stop_generation);
     pb::CoordinatorMessage stop;
     stop.mutable_stop()->set_generation(machine_.generation());
     stop.mutable_stop()->set_reason(*decision.stop_generation);
@@ -397,6 +438,10 @@ void Coordinator::Execute(const Decision& decision) {
     SendToRegistered(stop);
   }
   if (decision.finished) {
+    Note("finished", -1,
+         absl::StrCat(JobPhaseName(decision.finished->phase), " (exit code ",
+                      decision.finished->exit_code,
+                      "): ", decision.finished->summary));
     // A registered agent's stream stays open until it says it heard: one
     // cut just now is awaited (WaitForFarewells) and told again when its
     // agent registers again, so that it leaves with the job's code.
@@ -454,6 +499,7 @@ std::optional<TimePoint> Coordinator::NextDeadline() const {
 void Coordinator::Tick() {
   std::lock_guard<std::mutex> lock(mutex_);
   Execute(machine_.Tick(clock_()));
+  events_.Flush();
 }
 
 void Coordinator::SendToRegistered(const pb::CoordinatorMessage& message) {
@@ -481,6 +527,7 @@ void Coordinator::OnDisconnected(AgentLink* link) {
 void Coordinator::RequestStop(const std::string& reason, int exit_code,
                               const StopSignal& signal) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!IsFinished(machine_.phase())) Note("stop_requested", -1, reason);
   RememberStopSignal(signal);
   Execute(machine_.StopRequested(reason, exit_code, clock_()));
   Execute(machine_.Tick(clock_()));

@@ -27,6 +27,7 @@
 #include "common/heartbeat_datagram.h"
 #include "common/stop_signals.h"
 #include "coordinator/agent_link.h"
+#include "coordinator/job_events.h"
 #include "coordinator/job_state_file.h"
 #include "coordinator/job_state_machine.h"
 #include "proto/trl_launch.pb.h"
@@ -121,6 +122,9 @@ class Coordinator {
   std::vector<DatagramReply> OnHeartbeatDatagrams(
       const std::vector<std::string_view>& datagrams);
 
+  // The job's history (job_events.h).
+  trl::launch::v1::JobEvents Events() const;
+
   // Blocks until the job has ended or the deadline passed.
   std::optional<JobOutcome> WaitForOutcome(TimePoint deadline);
   // Blocks until every machine told how the job ended has said it heard
@@ -181,6 +185,9 @@ class Coordinator {
       std::map<AgentLink*, Registered>::iterator it);
   std::function<DefenceCounts()> defence_counts_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
+  JobEventLog events_;
+  // Adds to the job's history, at the current generation.
+  void Note(const char* kind, int machine_rank, std::string text);
   // The coordinator's own stalls (JobStateMachine::own_stalls) logged.
   std::chrono::steady_clock::duration stalls_logged_{};
   // What the state file says now, to write it again only on a change.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "coordinator/job_status.h"
+#include "coordinator/status_json.h"
 #include "coordinator/status_metrics.h"
 #include "coordinator/status_page.h"
 
@@ -52,6 +53,12 @@ HttpResponse HandleStatusRequest(const HttpRequest& request,
     response.body = FormatJobJson(sources.snapshot());
     return response;
   }
+  if (path == "/api/events" && sources.events) {
+    HttpResponse response;
+    response.content_type = "application/json";
+    response.body = MessageToJson(sources.events());
+    return response;
+  }
   if (path == "/metrics") {
     HttpResponse response;
     response.content_type = kMetricsContentType;
@@ -67,7 +74,9 @@ HttpResponse HandleStatusRequest(const HttpRequest& request,
         {{"Content-Security-Policy", StatusPageSecurityPolicy(nonce)},
          {"Referrer-Policy", "no-referrer"}}};
   }
-  return TextResponse(404, "not found: try /, /api/status or /metrics\n");
+  return TextResponse(404,
+                      "not found: try /, /api/status, /api/events or "
+                      "/metrics\n");
 }
 
 }  // namespace trl

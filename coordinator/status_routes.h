@@ -1,5 +1,6 @@
 // What the status server answers: GET / (the page), /api/status (the JSON
-// of `trl-coord ps --json`) and /metrics (Prometheus). Only requests that
+// of `trl-coord ps --json`), /api/events (the job's history, as
+// `trl-coord events --json`) and /metrics (Prometheus). Only requests that
 // name this machine's loopback in their Host header are served: a web
 // page elsewhere that rebinds its own name to 127.0.0.1 (DNS rebinding)
 // would otherwise read the job's status through the user's browser.
@@ -19,6 +20,8 @@ struct StatusSources {
   std::function<trl::launch::v1::JobStatus()> snapshot;
   // A fresh random value for each page's Content-Security-Policy nonce.
   std::function<std::string()> nonce;
+  // The job's history (Coordinator::Events), for /api/events.
+  std::function<trl::launch::v1::JobEvents()> events;
 };
 
 HttpResponse HandleStatusRequest(const HttpRequest& request,

@@ -302,6 +302,20 @@ TEST_F(RestartTest, RestartedCoordinatorResumesTheJob) {
   ExpectGenerations(coord->Stdout() + again->Stdout() + agent->Stdout(), 2, 4);
   // The job ended: nothing is left to resume.
   EXPECT_FALSE(std::filesystem::exists(state_file));
+  // Its history is kept, the first coordinator's included.
+  Subprocess events({TRL_COORD_BIN, "events", "--state_file", state_file});
+  ASSERT_EQ(events.Wait(seconds(10)), 0) << events.Output();
+  const std::string history = events.Stdout();
+  const std::vector<std::string> expected = {
+      "gen 0    generation", "resumes the job after generation 0",
+      "gen 1    generation", "finished        job        succeeded"};
+  size_t at = 0;
+  for (const auto& line : expected) {
+    at = history.find(line, at);
+    ASSERT_NE(at, std::string::npos) << "no '" << line << "' in order in\n"
+                                     << history;
+  }
+  std::filesystem::remove(state_file + ".events");
 }
 
 TEST_F(RestartTest, DaemonizedGrandchildIsGoneAfterTheJob) {
