@@ -111,13 +111,14 @@ void JobEventLog::Append(pb::JobEvent event, bool deferred) {
 void JobEventLog::Flush() {
   if (path_.empty() || pending_.empty()) return;
   // The file holds at most twice what is kept: then it is written anew
-  // (which writes what is pending too).
-  if (lines_in_file_ + pending_lines_ > 2 * kMaxEvents) {
+  // (which writes what is pending too). So is a file that could not be
+  // written before (a full disk, freed since).
+  if (fd_ < 0 || lines_in_file_ + pending_lines_ > 2 * kMaxEvents) {
     Rewrite();
     return;
   }
-  if (fd_ >= 0 && write(fd_, pending_.data(), pending_.size()) !=
-                      static_cast<ssize_t>(pending_.size())) {
+  if (write(fd_, pending_.data(), pending_.size()) !=
+      static_cast<ssize_t>(pending_.size())) {
     if (!told_of_failure_) {
       Log()->warn("the job's history is not kept in {}: {}", path_,
                   std::strerror(errno));
