@@ -1,20 +1,19 @@
 #include "agent/process_facts.h"
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/kernel_files.h"
 
 namespace trl {
 
 bool ReadProcessLinks(pid_t pid, ProcessLinks* links) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   // The whole file: a command name may hold a newline (PR_SET_NAME), and a
   // process that cut its line short would hide from every sweep.
-  const std::string text((std::istreambuf_iterator<char>(stat)),
-                         std::istreambuf_iterator<char>());
+  const std::string text =
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/stat");
   if (text.empty()) return false;
   // The fields after the ')' that ends the command name: state, ppid, pgrp.
   const size_t paren = text.rfind(')');
@@ -47,11 +46,10 @@ bool GroupHasRunningMembers(pid_t group) {
 
 bool EnvironmentHasBoth(pid_t pid, const std::string& first,
                         const std::string& second) {
-  std::ifstream environ("/proc/" + std::to_string(pid) + "/environ",
-                        std::ios::binary);
+  const std::string environ =
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/environ", 4 << 20);
   bool has_first = false, has_second = false;
-  std::string entry;
-  while (std::getline(environ, entry, '\0')) {
+  for (absl::string_view entry : absl::StrSplit(environ, '\0')) {
     has_first = has_first || entry == first;
     has_second = has_second || entry == second;
   }
@@ -59,10 +57,9 @@ bool EnvironmentHasBoth(pid_t pid, const std::string& first,
 }
 
 std::string CommandNameOf(pid_t pid) {
-  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  std::getline(comm, name);
-  return name;
+  const std::string comm =
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/comm", 256);
+  return comm.substr(0, comm.find('\n'));
 }
 
 std::vector<pid_t> AllProcesses() {

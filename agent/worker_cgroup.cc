@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/kernel_files.h"
+
 namespace trl {
 namespace {
 
@@ -33,14 +35,16 @@ bool WriteFile(const std::string& path, const std::string& text) {
 }
 
 bool IsPopulated(const std::string& path) {
-  std::ifstream events(path + "/cgroup.events");
+  // read(2), not an ifstream: a cgroup removed meanwhile fails the read
+  // (ENODEV), and libstdc++ throws on that (kernel_files.h).
+  std::istringstream events(ReadKernelFile(path + "/cgroup.events"));
   std::string key;
   int value = 0;
   while (events >> key >> value) {
     if (key == "populated") return value != 0;
   }
   // Without cgroup.events, look at the members.
-  std::ifstream procs(path + "/cgroup.procs");
+  std::istringstream procs(ReadKernelFile(path + "/cgroup.procs"));
   std::string pid;
   return static_cast<bool>(procs >> pid);
 }
@@ -122,7 +126,7 @@ bool WorkerCgroup::KillAll() {
   while (IsPopulated(path_)) {
     if (!kill_file) {
       // Kernels before 5.14 have no cgroup.kill: signal the members.
-      std::ifstream procs(procs_path_);
+      std::istringstream procs(ReadKernelFile(procs_path_));
       pid_t pid;
       while (procs >> pid) kill(pid, SIGKILL);
     }

@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
+
+#include "common/kernel_files.h"
 
 namespace trl {
 namespace {
@@ -26,10 +27,9 @@ sigset_t StopSignals() {
 // sender outside our PID namespace has pid 0).
 std::string CommandOf(pid_t pid) {
   if (pid <= 0) return "";
-  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
-  std::string name;
-  std::getline(comm, name);
-  return name;
+  const std::string comm =
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/comm", 256);
+  return comm.substr(0, comm.find('\n'));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/worker_cgroup.h"
+#include "common/kernel_files.h"
 #include "tests/integration/job_status_probe.h"
 #include "tests/integration/launcher_fixture.h"
 #include "tests/integration/tcp_relay.h"
@@ -171,9 +172,9 @@ TEST_F(LauncherTest, DaemonsRaiseTheirDescriptorLimitAndWorkersKeepTheirs) {
 
 // Whether `pid` runs (a zombie does not count: it is dead, not yet reaped).
 bool Running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return false;
+  const std::string text =
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/stat");
+  if (text.empty()) return false;
   const size_t paren = text.rfind(')');
   return paren != std::string::npos && paren + 2 < text.size() &&
          text[paren + 2] != 'Z' && text[paren + 2] != 'X';
@@ -356,9 +357,7 @@ pid_t GuardianOf(pid_t daemon) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string text;
-    std::getline(stat, text);
+    const std::string text = ReadKernelFile(entry.path() / "stat");
     const size_t open = text.find('('), close = text.rfind(')');
     if (open == std::string::npos || close == std::string::npos) continue;
     std::istringstream rest(text.substr(close + 2));

@@ -20,6 +20,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/kernel_files.h"
+
 extern char** environ;
 
 namespace trl::testing {
@@ -131,7 +133,9 @@ int OpenFileCount(pid_t pid) {
 }
 
 long ResidentKiB(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  // Not an ifstream: its read throws once the process is gone (ESRCH).
+  std::istringstream status(
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/status"));
   std::string key;
   long value = 0;
   while (status >> key) {
@@ -146,18 +150,16 @@ long ResidentKiB(pid_t pid) {
 bool ProcessExists(pid_t pid) {
   if (kill(pid, 0) != 0) return false;
   // A zombie is gone for our purposes; read its state.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
+  const std::string text =
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/stat");
   const size_t paren = text.rfind(')');
   return paren == std::string::npos || paren + 2 >= text.size() ||
          text[paren + 2] != 'Z';
 }
 
 double CpuSecondsOf(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
+  const std::string text =
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/stat");
   const size_t paren = text.rfind(')');
   if (paren == std::string::npos) return -1;
   std::istringstream fields(text.substr(paren + 2));

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/derived_identity.h"
+#include "common/kernel_files.h"
 #include "common/tls_credentials.h"
 #include "proto/trl_launch.grpc.pb.h"
 #include "tests/integration/job_status_probe.h"
@@ -30,7 +31,8 @@ namespace {
 
 // VmRSS of `pid` in KiB, or -1.
 long RssKib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::istringstream in(
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/status"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
