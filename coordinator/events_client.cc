@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <filesystem>
 
 #include "common/launch_options.h"
 #include "common/local_machine.h"
@@ -42,8 +41,8 @@ int RunEvents(const EventsFlags& flags) {
     state_file = *path;
   }
   const std::string path = JobEventLog::PathFor(state_file);
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) {
+  const auto events = ReadJobEvents(path);
+  if (absl::IsNotFound(events.status())) {
     std::fprintf(stderr,
                  "trl-coord events: no job history in %s: run this on the "
                  "coordinator's machine (elsewhere, its status page serves "
@@ -51,9 +50,13 @@ int RunEvents(const EventsFlags& flags) {
                  path.c_str());
     return 1;
   }
-  const auto events = ReadJobEvents(path);
+  if (!events.ok()) {  // not a file of ours to trust
+    std::fprintf(stderr, "trl-coord events: %s\n",
+                 std::string(events.status().message()).c_str());
+    return 1;
+  }
   const std::string text =
-      flags.json ? MessageToJson(events) : FormatJobEvents(events);
+      flags.json ? MessageToJson(*events) : FormatJobEvents(*events);
   std::fputs(text.c_str(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
   return 0;

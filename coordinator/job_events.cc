@@ -136,10 +136,10 @@ pb::JobEvents JobEventLog::All() const {
   return all;
 }
 
-pb::JobEvents ReadJobEvents(const std::string& path) {
+absl::StatusOr<pb::JobEvents> ReadJobEvents(const std::string& path) {
   pb::JobEvents all;
   auto text = ReadPrivateFile(path, kMaxFileBytes);
-  if (!text.ok()) return all;
+  if (!text.ok()) return text.status();
   for (auto& event : ParseLines(*text)) *all.add_events() = std::move(event);
   return all;
 }

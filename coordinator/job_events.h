@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "proto/trl_launch.pb.h"
 
 namespace trl {
@@ -51,8 +52,11 @@ class JobEventLog {
 };
 
 // The events kept in `path` (the last kMaxEvents), for `trl-coord events`.
-// Lines that do not parse are skipped.
-trl::launch::v1::JobEvents ReadJobEvents(const std::string& path);
+// Lines that do not parse are skipped. NotFound when there is no file; an
+// error naming why for one that is not ours to trust (a link, another
+// owner, writable by others: common/private_files.h).
+absl::StatusOr<trl::launch::v1::JobEvents> ReadJobEvents(
+    const std::string& path);
 
 // One line per event: time (UTC), generation, kind, machine, text.
 std::string FormatJobEvents(const trl::launch::v1::JobEvents& events);

@@ -51,11 +51,11 @@ TEST_F(JobEventsTest, AResumedJobKeepsItsHistoryANewJobStartsAnew) {
     ASSERT_EQ(all.events_size(), 3);
     EXPECT_EQ(all.events(1).text(), "rank 1 exited with code 3");
     EXPECT_GT(all.events(0).unix_ms(), 0);  // stamped
-    EXPECT_EQ(ReadJobEvents(path_).events_size(), 3);
+    EXPECT_EQ(ReadJobEvents(path_)->events_size(), 3);
   }
   JobEventLog other(path_, /*resume=*/false);
   EXPECT_EQ(other.All().events_size(), 0);
-  EXPECT_EQ(ReadJobEvents(path_).events_size(), 0);
+  EXPECT_EQ(ReadJobEvents(path_)->events_size(), 0);
 }
 
 TEST_F(JobEventsTest, DeferredEventsAreWrittenAtTheNextFlush) {
@@ -63,13 +63,13 @@ TEST_F(JobEventsTest, DeferredEventsAreWrittenAtTheNextFlush) {
   log.Append(Event("registered", -1), /*deferred=*/true);
   log.Append(Event("registered", -1), /*deferred=*/true);
   EXPECT_EQ(log.All().events_size(), 2);
-  EXPECT_EQ(ReadJobEvents(path_).events_size(), 0);
+  EXPECT_EQ(ReadJobEvents(path_)->events_size(), 0);
   log.Flush();
-  EXPECT_EQ(ReadJobEvents(path_).events_size(), 2);
+  EXPECT_EQ(ReadJobEvents(path_)->events_size(), 2);
   // An event that is not deferred takes what waits with it.
   log.Append(Event("registered", -1), /*deferred=*/true);
   log.Append(Event("generation", 0));
-  EXPECT_EQ(ReadJobEvents(path_).events_size(), 4);
+  EXPECT_EQ(ReadJobEvents(path_)->events_size(), 4);
 }
 
 TEST_F(JobEventsTest, MemoryAndTheFileAreBounded) {
@@ -87,7 +87,7 @@ TEST_F(JobEventsTest, MemoryAndTheFileAreBounded) {
   std::ifstream file(path_);
   for (std::string line; std::getline(file, line);) ++lines;
   EXPECT_LE(lines, 2 * JobEventLog::kMaxEvents);
-  const pb::JobEvents read = ReadJobEvents(path_);
+  const pb::JobEvents read = *ReadJobEvents(path_);
   ASSERT_EQ(read.events_size(), static_cast<int>(JobEventLog::kMaxEvents));
   EXPECT_EQ(read.events(read.events_size() - 1).generation(),
             static_cast<int64_t>(total - 1));
@@ -99,10 +99,20 @@ TEST_F(JobEventsTest, ALineThatDoesNotParseIsSkipped) {
                        << "{\"kind\": \"finished\"}\n";
   std::filesystem::permissions(path_, std::filesystem::perms::owner_read |
                                           std::filesystem::perms::owner_write);
-  const pb::JobEvents read = ReadJobEvents(path_);
+  const pb::JobEvents read = *ReadJobEvents(path_);
   ASSERT_EQ(read.events_size(), 2);
   EXPECT_EQ(read.events(0).generation(), 4);
   EXPECT_EQ(read.events(1).kind(), "finished");
+}
+
+TEST_F(JobEventsTest, AFileOthersMayWriteIsRefusedNotReadAsEmpty) {
+  { JobEventLog log(path_, /*resume=*/false); }
+  std::filesystem::permissions(path_, std::filesystem::perms::others_write,
+                               std::filesystem::perm_options::add);
+  const auto read = ReadJobEvents(path_);
+  EXPECT_FALSE(read.ok());
+  EXPECT_FALSE(absl::IsNotFound(read.status())) << read.status();
+  EXPECT_TRUE(absl::IsNotFound(ReadJobEvents(dir_ + "/none").status()));
 }
 
 TEST_F(JobEventsTest, TheStatusServerServesTheHistoryAsJson) {
