@@ -49,12 +49,10 @@ void AddFsdpVariables(const AccelerateConfig& config, Environment& env) {
   };
   env["ACCELERATE_USE_FSDP"] = "true";
   env["FSDP_VERSION"] = get("fsdp_version", "1");
-  if (const std::string v = get("fsdp_sharding_strategy", ""); !v.empty()) {
-    env["FSDP_SHARDING_STRATEGY"] = v;
-  }
-  if (const std::string v = get("fsdp_reshard_after_forward", ""); !v.empty()) {
-    env["FSDP_RESHARD_AFTER_FORWARD"] = Lower(v);
-  }
+  // Accelerate 1.16 exports these always, with its parser's defaults.
+  env["FSDP_SHARDING_STRATEGY"] = get("fsdp_sharding_strategy", "FULL_SHARD");
+  env["FSDP_RESHARD_AFTER_FORWARD"] =
+      Lower(get("fsdp_reshard_after_forward", "true"));
   env["FSDP_OFFLOAD_PARAMS"] = Lower(get("fsdp_offload_params", "false"));
   env["FSDP_MIN_NUM_PARAMS"] = get("fsdp_min_num_params", "100000000");
   const std::vector<std::pair<std::string, std::string>> optional = {
@@ -62,6 +60,7 @@ void AddFsdpVariables(const AccelerateConfig& config, Environment& env) {
       {"fsdp_transformer_layer_cls_to_wrap", "FSDP_TRANSFORMER_CLS_TO_WRAP"},
       {"fsdp_backward_prefetch", "FSDP_BACKWARD_PREFETCH"},
       {"fsdp_state_dict_type", "FSDP_STATE_DICT_TYPE"},
+      {"fsdp_ignored_modules", "FSDP_IGNORED_MODULES"},
   };
   for (const auto& [key, name] : optional) {
     if (const std::string v = get(key, ""); !v.empty()) env[name] = v;
@@ -74,6 +73,8 @@ void AddFsdpVariables(const AccelerateConfig& config, Environment& env) {
       Lower(get("fsdp_sync_module_states", "true"));
   env["FSDP_ACTIVATION_CHECKPOINTING"] =
       Lower(get("fsdp_activation_checkpointing", "false"));
+  env["FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD"] =
+      Lower(get("fsdp_activation_checkpointing_offload", "false"));
 }
 
 void AddDeepSpeedVariables(const AccelerateConfig& config, Environment& env) {
@@ -157,6 +158,9 @@ Environment BuildJobEnvironment(const AccelerateConfig& config,
     env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(in.max_restarts);
     env["TORCHELASTIC_RUN_ID"] = in.job_id;
     env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+    // torchrun's launcher exports the signals it forwards (its default
+    // list), and its workers inherit them.
+    env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   }
 
   env["ACCELERATE_MIXED_PRECISION"] = config.mixed_precision;

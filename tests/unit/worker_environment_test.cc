@@ -43,19 +43,21 @@ TEST(JobEnvironmentTest, TorchrunVariables) {
   AccelerateConfig config = Load("multi_gpu.yaml");
   config.num_machines = 2;
   const Environment env = BuildJobEnvironment(config, Inputs());
-  ExpectContains(env, {{"WORLD_SIZE", "16"},
-                       {"ROLE_WORLD_SIZE", "16"},
-                       {"GROUP_WORLD_SIZE", "2"},
-                       {"ROLE_NAME", "default"},
-                       {"MASTER_ADDR", "10.231.0.1"},
-                       {"MASTER_PORT", "41000"},
-                       {"TORCHELASTIC_RESTART_COUNT", "3"},
-                       {"TORCHELASTIC_MAX_RESTARTS", "5"},
-                       {"TORCHELASTIC_RUN_ID", "job-1"},
-                       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
-                       {"TRL_JOB_ID", "job-1"},
-                       {"TRL_GENERATION", "3"},
-                       {"TRL_COORDINATOR_ADDR", "10.231.0.1:9999"}});
+  ExpectContains(
+      env, {{"WORLD_SIZE", "16"},
+            {"ROLE_WORLD_SIZE", "16"},
+            {"GROUP_WORLD_SIZE", "2"},
+            {"ROLE_NAME", "default"},
+            {"MASTER_ADDR", "10.231.0.1"},
+            {"MASTER_PORT", "41000"},
+            {"TORCHELASTIC_RESTART_COUNT", "3"},
+            {"TORCHELASTIC_MAX_RESTARTS", "5"},
+            {"TORCHELASTIC_RUN_ID", "job-1"},
+            {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+            {"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"},
+            {"TRL_JOB_ID", "job-1"},
+            {"TRL_GENERATION", "3"},
+            {"TRL_COORDINATOR_ADDR", "10.231.0.1:9999"}});
   EXPECT_EQ(env.count("TRL_NCCL_UNIQUE_ID"), 0u);
 }
 
@@ -123,6 +125,8 @@ TEST(JobEnvironmentTest, FsdpAsAccelerateSetsIt) {
                        {"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"},
                        {"FSDP_SYNC_MODULE_STATES", "true"},
                        {"FSDP_ACTIVATION_CHECKPOINTING", "false"},
+                       {"FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", "false"},
+                       {"FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
                        {"ACCELERATE_DYNAMO_BACKEND", "NO"}});
   const Environment env2 = BuildJobEnvironment(Load("fsdp2.yaml"), Inputs());
   ExpectContains(
