@@ -140,10 +140,11 @@ int LocalPhysicalCoreCount() {
 Environment BuildJobEnvironment(const AccelerateConfig& config,
                                 const JobEnvironmentInputs& in) {
   Environment env;
-  // distributed_type NO with one process: Accelerate's plain launcher starts
-  // the script as an ordinary process (DistributedType.NO), without
-  // torchrun's variables, which would make it a world of one.
-  const bool plain = config.distributed_type == "NO" &&
+  // distributed_type NO or MULTI_CPU with one process: Accelerate's plain
+  // launcher starts the script as an ordinary process (DistributedType.NO),
+  // without torchrun's variables, which would make it a world of one.
+  const bool plain = (config.distributed_type == "NO" ||
+                      config.distributed_type == "MULTI_CPU") &&
                      config.num_processes == 1 && config.num_machines == 1;
   if (!plain) {
     const std::string world = std::to_string(in.world_size);

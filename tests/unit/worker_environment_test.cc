@@ -291,6 +291,20 @@ TEST(JobEnvironmentTest, NoWithOneProcessIsAPlainProcess) {
                        {"CUDA_VISIBLE_DEVICES", "1"}});
 }
 
+TEST(JobEnvironmentTest, MultiCpuWithOneProcessIsAPlainProcess) {
+  // Accelerate runs MULTI_CPU through its plain launcher too: one process
+  // is an ordinary one; more need mpirun (trl-launch starts them itself).
+  AccelerateConfig config = Load("single_gpu.yaml");
+  config.distributed_type = "MULTI_CPU";
+  const Environment one = BuildJobEnvironment(config, Inputs());
+  EXPECT_EQ(one.count("WORLD_SIZE"), 0u);
+  EXPECT_EQ(one.count("MASTER_ADDR"), 0u);
+  ExpectContains(one, {{"ACCELERATE_USE_CPU", "True"}});
+  config.num_processes = 2;
+  const Environment two = BuildJobEnvironment(config, Inputs());
+  ExpectContains(two, {{"WORLD_SIZE", "16"}, {"ACCELERATE_USE_CPU", "True"}});
+}
+
 TEST(JobEnvironmentTest, DeepSpeedAndFsdpWithUseCpuKeepTheirVariables) {
   // Accelerate picks the launcher by distributed_type; use_cpu from the
   // file only gives the processes their share of the cores.
