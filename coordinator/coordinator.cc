@@ -37,26 +37,31 @@ int64_t UnixMillisNow() {
       .count();
 }
 
+// What an agent says goes into the log, the failure history, `ps` and the
+// status page: an agent of another build (or a hostile token holder) is
+// held to what ours sends, not to gRPC's 4 MiB message limit.
+constexpr size_t kNameBytes = 256;     // a hostname, an address, an id
+constexpr size_t kReasonBytes = 1024;  // why a worker ended or cannot start
+constexpr size_t kLineBytes = 2048;    // one of a failing rank's last lines
+constexpr int kLines = 20;
+
+std::string Bounded(const std::string& text, size_t bytes) {
+  if (text.size() <= bytes) return text;
+  return absl::StrCat(text.substr(0, bytes), "... [cut]");
+}
+
 WorkerExit FromProto(const pb::WorkerExited& exited) {
   WorkerExit exit;
   exit.exit_code = exited.exit_code();
   exit.signal = exited.signal();
-  exit.start_error = exited.start_error();
+  exit.start_error = Bounded(exited.start_error(), kReasonBytes);
   exit.out_of_resources =
       exited.out_of_resources() && !exited.start_error().empty();
-  exit.reason = exited.reason();
-  // Agents send at most 20 lines of about 1 KiB; an agent of another build (or
-  // a hostile one) is held to the same, so that the failure history and
-  // the log stay small.
-  constexpr int kLines = 20;
-  constexpr size_t kLineBytes = 2048;
+  exit.reason = Bounded(exited.reason(), kReasonBytes);
+  // Agents send at most 20 lines of about 1 KiB.
   const int first = std::max(0, exited.last_lines_size() - kLines);
   for (int i = first; i < exited.last_lines_size(); ++i) {
-    const std::string& line = exited.last_lines(i);
-    exit.last_lines.push_back(
-        line.size() <= kLineBytes
-            ? line
-            : absl::StrCat(line.substr(0, kLineBytes), "... [cut]"));
+    exit.last_lines.push_back(Bounded(exited.last_lines(i), kLineBytes));
   }
   return exit;
 }
@@ -188,15 +193,16 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
       }
       break;
     }
-    case pb::AgentMessage::kCommandCheck:
-      if (!message.command_check().problem().empty()) {
-        Log()->error("machine {} cannot run the command: {}", m,
-                     message.command_check().problem());
+    case pb::AgentMessage::kCommandCheck: {
+      const std::string problem =
+          Bounded(message.command_check().problem(), kReasonBytes);
+      if (!problem.empty()) {
+        Log()->error("machine {} cannot run the command: {}", m, problem);
       }
-      Execute(
-          machine_.CommandChecked(m, message.command_check().problem(), now));
+      Execute(machine_.CommandChecked(m, problem, now));
       Execute(machine_.Tick(now));  // the last check may start the job
       break;
+    }
     case pb::AgentMessage::kStopping: {
       const auto& stopping = message.stopping();
       const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
@@ -233,10 +239,10 @@ void Coordinator::HandleRegistration(AgentLink* link,
   if (registered_.count(link)) return;  // registers once per stream
   AgentInfo info;
   info.machine_rank = request.machine_rank();
-  info.hostname = request.hostname();
-  info.host_id = request.host_id();
-  info.advertise_addr = request.advertise_addr();
-  info.interface_name = request.interface_name();
+  info.hostname = Bounded(request.hostname(), kNameBytes);
+  info.host_id = Bounded(request.host_id(), kNameBytes);
+  info.advertise_addr = Bounded(request.advertise_addr(), kNameBytes);
+  info.interface_name = Bounded(request.interface_name(), kNameBytes);
   info.local_world_size = request.local_world_size();
   info.local_device_count = request.local_device_count();
   info.agent_pid = request.agent_pid();
