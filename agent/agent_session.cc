@@ -20,6 +20,7 @@
 #include "common/network.h"
 #include "common/private_files.h"
 #include "common/stop_signals.h"
+#include "common/utf8.h"
 #include "common/worker_command.h"
 
 namespace trl {
@@ -270,7 +271,7 @@ void AgentSession::CheckCommand(const pb::RegistrationReply& reply) {
     if (!runs.ok()) {
       Log()->error("the job's command cannot run on this machine: {}",
                    std::string(runs.message()));
-      result->set_problem(std::string(runs.message()));
+      result->set_problem(ToValidUtf8(std::string(runs.message())));  // a path
     }
   }
   Write(check);
@@ -370,10 +371,14 @@ void AgentSession::ReportExit(int64_t generation, int local_rank,
   exited->set_local_rank(local_rank);
   exited->set_exit_code(outcome.exit.exit_code);
   exited->set_signal(outcome.exit.signal);
-  exited->set_start_error(outcome.start_error);
+  // The worker's own words (and paths) may be any bytes; a proto3 string
+  // that is not UTF-8 would not parse, losing this report and the stream.
+  exited->set_start_error(ToValidUtf8(outcome.start_error));
   exited->set_out_of_resources(outcome.out_of_resources);
-  exited->set_reason(outcome.reason);
-  for (const auto& line : outcome.last_lines) exited->add_last_lines(line);
+  exited->set_reason(ToValidUtf8(outcome.reason));
+  for (const auto& line : outcome.last_lines) {
+    exited->add_last_lines(ToValidUtf8(line));
+  }
   Log()->debug("generation {}: local rank {} exited (code {}, signal {})",
                generation, local_rank, outcome.exit.exit_code,
                outcome.exit.signal);

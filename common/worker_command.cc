@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/utf8.h"
 
 namespace trl {
 
@@ -21,6 +22,16 @@ absl::StatusOr<std::vector<std::string>> BuildWorkerArgv(
   if (module && no_python) {
     return absl::InvalidArgumentError(
         "--module and --no_python cannot be used together");
+  }
+  // The command travels to every agent in a proto3 string, which must be
+  // UTF-8 (the agent could not read its registration reply).
+  for (size_t i = 0; i < command.size(); ++i) {
+    if (ToValidUtf8(command[i]) != command[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "argument ", i + 1, " of the command ('", ToValidUtf8(command[i]),
+          "') is not UTF-8: trl-launch sends the command to every agent as "
+          "text; pass it in UTF-8 (or through a file or the environment)"));
+    }
   }
   std::vector<std::string> argv;
   if (module) {

@@ -45,9 +45,15 @@ constexpr size_t kReasonBytes = 1024;  // why a worker ended or cannot start
 constexpr size_t kLineBytes = 2048;    // one of a failing rank's last lines
 constexpr int kLines = 20;
 
+// Cut on a character's boundary: a proto3 string that is not UTF-8 does
+// not parse, and `ps` would fail on the whole status.
 std::string Bounded(const std::string& text, size_t bytes) {
   if (text.size() <= bytes) return text;
-  return absl::StrCat(text.substr(0, bytes), "... [cut]");
+  size_t end = bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+    --end;  // a UTF-8 continuation byte
+  }
+  return absl::StrCat(text.substr(0, end), "... [cut]");
 }
 
 WorkerExit FromProto(const pb::WorkerExited& exited) {

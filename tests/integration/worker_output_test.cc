@@ -166,6 +166,24 @@ TEST_F(LauncherTest, AFailingJobReportsHugeLastLinesCut) {
   EXPECT_LT(log.size(), 64u * 1024) << "the failure report is not bounded";
 }
 
+TEST_F(LauncherTest, AFailingRanksLastLinesThatAreNotUtf8ReachTheCoordinator) {
+  // Bytes that are not UTF-8 (Latin-1, binary) in the last lines of a rank
+  // on another machine: a proto3 string must be UTF-8, or the message does
+  // not parse and the failure (and the agent's stream) is lost.
+  const std::string script =
+      "if [ \"$RANK\" = 1 ]; then printf 'caf\\351 \\377\\376 end\\n'; "
+      "exit 3; fi; sleep 30";
+  auto agent = StartAgent(2, 2, 1);
+  auto coord =
+      StartCoordinator(2, 2, {"/bin/sh", "-c", script}, {"--no_python"});
+  ASSERT_EQ(coord->Wait(seconds(40)), 3) << coord->Stderr();
+  EXPECT_EQ(agent->Wait(seconds(20)), 3) << agent->Stderr();
+  const std::string log = coord->Stderr();
+  EXPECT_NE(log.find("rank 1 (local rank 0 on machine 1"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find(" end"), std::string::npos) << log;
+}
+
 TEST_F(LauncherTest, AnUnwritableLogDirIsReportedAndTheJobRuns) {
   // A regular file where the log directory should be.
   char path[] = "/tmp/trl-logdir-XXXXXX";

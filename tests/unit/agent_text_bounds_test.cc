@@ -71,6 +71,25 @@ TEST_F(AgentTextBoundsTest, AHugeWorkerExitReasonIsCut) {
   EXPECT_LT(status_.ByteSizeLong(), 4 * kBound);
 }
 
+TEST_F(AgentTextBoundsTest, TextIsCutBetweenCharactersSoTheStatusParses) {
+  core_->OnMessage(&a_, Registration(options_, 0, 3000));
+  core_->OnMessage(&b_, Registration(options_, 1, 3000));
+  pb::AgentMessage message;
+  auto* exited = message.mutable_worker_exited();
+  exited->set_generation(0);
+  exited->set_local_rank(0);
+  exited->set_exit_code(3);
+  std::string accents;
+  for (int i = 0; i < 5000; ++i) accents += "\xc3\xa9";  // "é", 2 bytes
+  exited->set_reason("x" + accents);  // every cut at an even byte splits one
+  exited->add_last_lines("x" + accents);
+  core_->OnMessage(&a_, message);
+  pb::JobStatus parsed;
+  EXPECT_TRUE(parsed.ParseFromString(core_->Status().SerializeAsString()));
+  ASSERT_EQ(parsed.failures_size(), 1);
+  EXPECT_NE(parsed.failures(0).reason().find("[cut]"), std::string::npos);
+}
+
 TEST_F(AgentTextBoundsTest, AHugeHostnameIsCut) {
   pb::AgentMessage registration = Registration(options_, 0, 3000);
   registration.mutable_registration()->set_hostname(std::string(kHuge, 'h'));

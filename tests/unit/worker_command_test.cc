@@ -41,6 +41,17 @@ TEST(WorkerCommandTest, RefusesBadCombinations) {
             std::string::npos);
 }
 
+TEST(WorkerCommandTest, AnArgumentThatIsNotUtf8IsRefusedNamingIt) {
+  const auto argv =
+      BuildWorkerArgv({"train.py", "--name", "caf\xE9"}, false, false, "py");
+  ASSERT_FALSE(argv.ok());
+  EXPECT_NE(argv.status().message().find("argument 3 of the command"),
+            absl::string_view::npos)
+      << argv.status().message();
+  EXPECT_TRUE(
+      BuildWorkerArgv({"train.py", "caf\xC3\xA9"}, false, false, "py").ok());
+}
+
 TEST(WorkerCommandTest, ResolvesOnPath) {
   auto found = ResolveExecutable("true", "/nonexistent:/bin:/usr/bin");
   ASSERT_TRUE(found.ok()) << found.status();
