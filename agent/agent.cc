@@ -19,6 +19,7 @@
 #include "common/network.h"
 #include "common/private_files.h"
 #include "common/tls_credentials.h"
+#include "common/utf8.h"
 
 namespace trl {
 
@@ -226,7 +227,7 @@ int Agent::Run() {
 
     pb::AgentRegistration registration;
     registration.set_machine_rank(options_.config.machine_rank);
-    registration.set_hostname(LocalHostName());
+    registration.set_hostname(ToValidUtf8(LocalHostName()));  // any bytes
     registration.set_host_id(host_id);
     registration.set_advertise_addr(address);
     registration.set_interface_name(session_options.interface_name);
