@@ -184,6 +184,7 @@ TEST_F(StatusViewsTest, ASummaryHasTheCountsAndTheLostMachineNotEveryRank) {
   const auto page = Get("?view=summary");
   ASSERT_TRUE(page.has_value());
   EXPECT_EQ(page->ranks_size(), 0);
+  ASSERT_EQ(page->summary().attention_nodes_size(), 1);
   EXPECT_EQ(page->summary().attention_nodes(0).machine_rank(), kMachines - 1);
   const auto text = Ps({});
   ASSERT_TRUE(text.has_value());
@@ -220,7 +221,9 @@ TEST_F(StatusViewsTest, PagesAndFiltersAreServedAndAnEmptyRequestGetsAll) {
   EXPECT_EQ(parsed->ranks_size(), kMachines * 8);
   EXPECT_EQ(parsed->nodes_size(), kMachines);
   EXPECT_FALSE(parsed->has_summary());
-  EXPECT_EQ(Get("")->ranks_size(), kMachines * 8);
+  const auto over_http = Get("");
+  ASSERT_TRUE(over_http.has_value());
+  EXPECT_EQ(over_http->ranks_size(), kMachines * 8);
   // --ranks lists every one.
   const auto every = Ps({"--ranks"});
   ASSERT_TRUE(every.has_value());

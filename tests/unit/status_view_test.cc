@@ -103,7 +103,7 @@ TEST_F(StatusViewTest, ASummaryHasTheCountsAndTheLostMachineNotEveryRow) {
 
 TEST_F(StatusViewTest, AnEmptyRequestGetsTheWholeStatus) {
   const pb::JobStatus whole = Ask(pb::JobStatusRequest());
-  EXPECT_EQ(whole.nodes_size(), 20);
+  ASSERT_EQ(whole.nodes_size(), 20);
   EXPECT_EQ(whole.ranks_size(), 160);
   EXPECT_FALSE(whole.has_summary());
   EXPECT_EQ(whole.nodes(0).heartbeat_via(), "udp");
