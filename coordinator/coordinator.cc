@@ -649,7 +649,8 @@ pb::JobStatus Coordinator::Status(const pb::JobStatusRequest& request) const {
       copy.status.set_connections_cut(counts.connections_cut);
     }
   }
-  // A filtered slice is matched here, off the lock.
+  // The rows copied (the whole status, a filtered slice) become the
+  // answer here, off the lock.
   return FinishJobStatus(std::move(copy));
 }
 

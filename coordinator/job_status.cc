@@ -114,6 +114,50 @@ void Summarize(const JobStateMachine& machine, TimePoint now,
   }
 }
 
+void CopyNodeRows(const JobStateMachine& machine, TimePoint now,
+                  const HeartbeatVia& via,
+                  std::vector<JobStatusCopy::NodeRow>* rows) {
+  rows->reserve(machine.nodes().size());
+  for (const auto& [m, node] : machine.nodes()) {
+    rows->push_back(JobStatusCopy::NodeRow{
+        m, node.info.hostname, node.info.advertise_addr,
+        NodeState(machine, node), node.info.local_world_size,
+        Seconds(node.last_heartbeat, now), via ? via(m) : nullptr});
+  }
+}
+
+void CopyRankRows(const JobStateMachine& machine,
+                  std::vector<JobStatusCopy::RankRow>* rows) {
+  rows->reserve(machine.ranks().size());
+  for (const auto& rank : machine.ranks()) {
+    rows->push_back(JobStatusCopy::RankRow{
+        rank.rank, rank.local_rank, rank.machine_rank, rank.pid,
+        RankStateName(rank.state), rank.exit.exit_code, rank.exit.signal});
+  }
+}
+
+void AddNode(const JobStatusCopy::NodeRow& n, pb::JobStatus* status) {
+  pb::NodeStatus* out = status->add_nodes();
+  out->set_machine_rank(n.machine_rank);
+  out->set_hostname(n.hostname);
+  out->set_address(n.address);
+  out->set_state(n.state);
+  out->set_workers(n.workers);
+  out->set_last_heartbeat_age_s(n.last_heartbeat_age_s);
+  if (n.heartbeat_via) out->set_heartbeat_via(n.heartbeat_via);
+}
+
+void AddRank(const JobStatusCopy::RankRow& r, pb::JobStatus* status) {
+  pb::RankStatus* out = status->add_ranks();
+  out->set_rank(r.rank);
+  out->set_local_rank(r.local_rank);
+  out->set_machine_rank(r.machine_rank);
+  out->set_pid(r.pid);
+  out->set_state(r.state);
+  out->set_exit_code(r.exit_code);
+  out->set_signal(r.signal);
+}
+
 }  // namespace
 
 pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
@@ -133,14 +177,16 @@ JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
                             const HeartbeatVia& via) {
   JobStatusCopy copy;
   copy.request = request;
+  copy.status = DescribeJobFacts(machine, now);
   if (AsksForWholeStatus(request)) {
-    copy.status = DescribeJob(machine, now);
-    for (auto& node : *copy.status.mutable_nodes()) {
-      SetVia(via, node.machine_rank(), &node);
+    // Every row, copied as it is; the message is built off the lock.
+    CopyNodeRows(machine, now, via, &copy.nodes);
+    CopyRankRows(machine, &copy.ranks);
+    for (const auto& failure : machine.failures()) {
+      FillFailure(failure, copy.status.add_failures());
     }
     return copy;
   }
-  copy.status = DescribeJobFacts(machine, now);
   if (request.summary()) {
     Summarize(machine, now, via, copy.status.mutable_summary());
   }
@@ -154,14 +200,7 @@ JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
             SetVia(via, entry.first, row);
           }));
     } else {
-      copy.nodes.reserve(machine.nodes().size());
-      for (const auto& [m, node] : machine.nodes()) {
-        const char* how = via ? via(m) : nullptr;
-        copy.nodes.push_back(JobStatusCopy::NodeRow{
-            m, node.info.hostname, node.info.advertise_addr,
-            NodeState(machine, node), node.info.local_world_size,
-            Seconds(node.last_heartbeat, now), how});
-      }
+      CopyNodeRows(machine, now, via, &copy.nodes);
     }
   }
   if (request.has_ranks()) {
@@ -173,12 +212,7 @@ JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
             FillRank(rank, copy.status.add_ranks());
           }));
     } else {
-      copy.ranks.reserve(ranks.size());
-      for (const auto& rank : ranks) {
-        copy.ranks.push_back(JobStatusCopy::RankRow{
-            rank.rank, rank.local_rank, rank.machine_rank, rank.pid,
-            RankStateName(rank.state), rank.exit.exit_code, rank.exit.signal});
-      }
+      CopyRankRows(machine, &copy.ranks);
     }
   }
   return copy;
@@ -186,44 +220,34 @@ JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
 
 pb::JobStatus FinishJobStatus(JobStatusCopy copy) {
   const pb::JobStatusRequest& request = copy.request;
+  pb::JobStatus& status = copy.status;
+  if (AsksForWholeStatus(request)) {
+    status.mutable_nodes()->Reserve(static_cast<int>(copy.nodes.size()));
+    for (const auto& node : copy.nodes) AddNode(node, &status);
+    status.mutable_ranks()->Reserve(static_cast<int>(copy.ranks.size()));
+    for (const auto& rank : copy.ranks) AddRank(rank, &status);
+    return std::move(status);
+  }
   if (request.has_nodes() && !request.nodes().filter().empty()) {
     RowFilter filter(request.nodes().filter());
-    copy.status.set_nodes_matching(TakeSlice(
+    status.set_nodes_matching(TakeSlice(
         copy.nodes, request.nodes(),
         [&](const JobStatusCopy::NodeRow& n) {
           return filter.MatchesNode(n.machine_rank, n.hostname, n.address,
                                     n.state);
         },
-        [&](const JobStatusCopy::NodeRow& n) {
-          pb::NodeStatus* out = copy.status.add_nodes();
-          out->set_machine_rank(n.machine_rank);
-          out->set_hostname(n.hostname);
-          out->set_address(n.address);
-          out->set_state(n.state);
-          out->set_workers(n.workers);
-          out->set_last_heartbeat_age_s(n.last_heartbeat_age_s);
-          if (n.heartbeat_via) out->set_heartbeat_via(n.heartbeat_via);
-        }));
+        [&](const JobStatusCopy::NodeRow& n) { AddNode(n, &status); }));
   }
   if (request.has_ranks() && !request.ranks().filter().empty()) {
     RowFilter filter(request.ranks().filter());
-    copy.status.set_ranks_matching(TakeSlice(
+    status.set_ranks_matching(TakeSlice(
         copy.ranks, request.ranks(),
         [&](const JobStatusCopy::RankRow& r) {
           return filter.MatchesRank(r.rank, r.machine_rank, r.state);
         },
-        [&](const JobStatusCopy::RankRow& r) {
-          pb::RankStatus* out = copy.status.add_ranks();
-          out->set_rank(r.rank);
-          out->set_local_rank(r.local_rank);
-          out->set_machine_rank(r.machine_rank);
-          out->set_pid(r.pid);
-          out->set_state(r.state);
-          out->set_exit_code(r.exit_code);
-          out->set_signal(r.signal);
-        }));
+        [&](const JobStatusCopy::RankRow& r) { AddRank(r, &status); }));
   }
-  return std::move(copy.status);
+  return std::move(status);
 }
 
 }  // namespace trl

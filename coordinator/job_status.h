@@ -20,11 +20,13 @@ trl::launch::v1::JobStatus DescribeJob(const JobStateMachine& machine,
 // How a machine's last heartbeat came ("udp", "stream"), or nullptr.
 using HeartbeatVia = std::function<const char*(int machine_rank)>;
 
-// What a request for views (not the whole status) needs, copied from the
-// state machine under the coordinator's lock: the job's facts, the summary
-// (one pass over the rows, counting) and unfiltered slices are built
-// there; for a filtered slice, the rows are copied as they are, to be
-// matched by FinishJobStatus off the lock.
+// What a request needs, copied from the state machine under the
+// coordinator's lock (CopyJobStatus), and the answer made of it after the
+// lock is released (FinishJobStatus). Under the lock: the job's facts,
+// the summary (one pass over the rows, counting, that fills only the rows
+// it shows), the rows of an unfiltered slice; for the whole status or a
+// filtered slice, every row's few fields are copied as they are, and the
+// message is built (a filter matched) off the lock.
 struct JobStatusCopy {
   struct NodeRow {
     int machine_rank;
@@ -46,8 +48,9 @@ struct JobStatusCopy {
   };
   trl::launch::v1::JobStatus status;
   trl::launch::v1::JobStatusRequest request;
-  std::vector<NodeRow> nodes;  // a filtered slice's candidates
-  std::vector<RankRow> ranks;  // a filtered slice's candidates
+  // Every row, for the whole status or a filtered slice.
+  std::vector<NodeRow> nodes;
+  std::vector<RankRow> ranks;
 };
 
 JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,

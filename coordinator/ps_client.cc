@@ -18,6 +18,10 @@ namespace trl {
 
 namespace pb = trl::launch::v1;
 
+namespace {
+constexpr int kMaxStatusBytes = 256 << 20;
+}  // namespace
+
 void AddPsFlags(CLI::App& app, PsFlags& flags) {
   app.add_option("--config_file,--config-file", flags.config_file,
                  "Accelerate config of the job (main_process_ip:port)");
@@ -73,6 +77,9 @@ int RunPs(const PsFlags& flags) {
   }
   grpc::ChannelArguments args;
   if (security->derived_identity) SetDerivedServerName(&args);
+  // The whole status of 16,384 machines is about 4 MB, gRPC's default
+  // bound on what a client takes: --json and --ranks would fail there.
+  args.SetMaxReceiveMessageSize(kMaxStatusBytes);
   auto channel =
       grpc::CreateCustomChannel(address, security->credentials, args);
   auto stub = pb::Coordinator::NewStub(channel);
