@@ -43,9 +43,10 @@ std::optional<std::string> Decode(std::string_view text) {
   return out;
 }
 
+// The name as given, cut to 64 bytes (it is the client's text).
 absl::Status Bad(const std::string& name, const std::string& why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("bad parameter '", name, "': ", why));
+      absl::StrCat("bad parameter '", name.substr(0, 64), "': ", why));
 }
 
 absl::Status ReadInt(const std::string& name, const std::string& value, int min,
@@ -74,8 +75,7 @@ absl::StatusOr<pb::JobStatusRequest> ParseStatusQuery(std::string_view query) {
     const size_t equals = pair.find('=');
     const std::optional<std::string> name = Decode(pair.substr(0, equals));
     if (!name) {
-      return Bad(std::string(pair.substr(0, std::min<size_t>(equals, 64))),
-                 "not percent-encoded");
+      return Bad(std::string(pair.substr(0, equals)), "not percent-encoded");
     }
     const std::optional<std::string> value =
         Decode(equals == std::string_view::npos ? std::string_view()
@@ -115,7 +115,7 @@ absl::StatusOr<pb::JobStatusRequest> ParseStatusQuery(std::string_view query) {
       slice.set_filter(*value);
       wanted = true;
     } else {
-      return Bad(name->substr(0, 64),
+      return Bad(*name,
                  "unknown (known: view, offset, limit, q, machine_offset, "
                  "machine_limit, machine_q)");
     }
