@@ -2,9 +2,11 @@
 // coordinator, without a cluster: a state machine of N machines x 8
 // running ranks (one lost), and for each view the time under the
 // coordinator's lock (CopyJobStatus), the time after it (FinishJobStatus),
-// the answer's size on the wire, and for the whole status the JSON of
-// `ps --json`; DescribeJob is what the whole status held the lock for
-// before the views. Prints one JSON object; medians of --runs.
+// the answer's size on the wire and as JSON (/api/status), and the time
+// `ps` takes to print it (FormatJobTable: for the whole status of a large
+// job, the summary made on the client, as before the views); DescribeJob
+// is what the whole status held the lock for before the views. Prints one JSON
+// object; medians of --runs.
 //   trl-status-bench --machines 16384 --runs 20
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -89,7 +91,7 @@ int main(int argc, char** argv) {
       "\"machines\": %d, \"ranks\": %d", machines, machines * 8)};
   for (const auto& [name, request] : views) {
     std::vector<double> locked, after, serialize, render;
-    size_t bytes = 0;
+    size_t bytes = 0, json_bytes = 0;
     for (int i = 0; i < runs; ++i) {
       trl::JobStatusCopy copy;
       locked.push_back(
@@ -100,18 +102,18 @@ int main(int argc, char** argv) {
       std::string wire;
       serialize.push_back(Time([&] { status.SerializeToString(&wire); }));
       bytes = wire.size();
+      json_bytes = trl::FormatJobJson(status).size();
       render.push_back(Time([&] {
-        const std::string text = request.summary() || !request.has_ranks()
-                                     ? trl::FormatJobTable(status)
-                                     : trl::FormatJobJson(status);
+        const std::string text = trl::FormatJobTable(status);
         if (text.empty()) std::abort();
       }));
     }
     json.push_back(absl::StrFormat(
         "\"%s\": {\"locked_ms\": %.2f, \"after_ms\": %.2f, "
-        "\"serialize_ms\": %.2f, \"wire_bytes\": %d, \"render_ms\": %.2f}",
+        "\"serialize_ms\": %.2f, \"wire_bytes\": %d, \"json_bytes\": %d, "
+        "\"render_ms\": %.2f}",
         name, MedianMs(locked), MedianMs(after), MedianMs(serialize), bytes,
-        MedianMs(render)));
+        json_bytes, MedianMs(render)));
   }
   std::vector<double> before, json_ms;
   for (int i = 0; i < runs; ++i) {
