@@ -7,7 +7,9 @@
 #
 # Usage: bench/scale.sh BUILD_DIR OUT.jsonl [REPS] [AGENTS...]
 #   e.g. bench/scale.sh build /tmp/scale.jsonl 3 256 1024 4096
-# HEARTBEAT_PHASE (s, default 10) and PS_RUNS (default 5) tune a run.
+# HEARTBEAT_PHASE (s, default 10) and PS_RUNS (default 5) tune a run;
+# PS_BASELINE=PATH/trl-coord times that build's `ps --json` and `ps` too,
+# against the same coordinator (e.g. one from before a change to them).
 # Every run goes on when a simulator run fails (its partial JSON line is
 # kept), but the exit status is then 1, after a line naming the failures.
 set -euo pipefail
@@ -61,6 +63,7 @@ sim_run() {
   fi
   "$build/bench/sim/trl-agent-sim" "${flags[@]}" --coordinator_pid "$coord" \
     --ps_binary "$build/coordinator/trl-coord" --timeout 120 \
+    ${PS_BASELINE:+--ps_baseline_binary "$PS_BASELINE"} \
     --heartbeat_phase "${HEARTBEAT_PHASE:-10}" "${sim_flags[@]}" || rc=$?
   [ $rc = 0 ] || echo "FAIL: run of $agents agents: trl-agent-sim exited $rc" >&2
   kill "$coord" 2>/dev/null || true; wait "$coord" 2>/dev/null || true; coord=""

@@ -122,6 +122,9 @@ std::unique_ptr<trl::StatusHttpServer> StartStatusServer(
       flags.status_port >= 0 ? flags.status_port : main_process_port + 1;
   trl::StatusSources sources;
   sources.snapshot = [core] { return core->Status(); };
+  sources.status = [core](const trl::launch::v1::JobStatusRequest& request) {
+    return core->Status(request);
+  };
   sources.events = [core] { return core->Events(); };
   sources.nonce = [] {
     auto bytes = trl::RandomBytes(16);

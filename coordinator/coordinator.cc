@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include <algorithm>
+#include <optional>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -633,23 +635,35 @@ std::set<std::string> Coordinator::AgentPeers() const {
 }
 
 pb::JobStatus Coordinator::Status() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  pb::JobStatus status = DescribeJob(machine_, clock_());
-  std::unordered_map<int, const char*> via;
-  for (const auto& [link, agent] : registered_) {
-    via[agent.machine_rank] = agent.heartbeat_via;
-  }
-  for (auto& node : *status.mutable_nodes()) {
-    if (auto found = via.find(node.machine_rank()); found != via.end()) {
-      node.set_heartbeat_via(found->second);
+  return Status(pb::JobStatusRequest());
+}
+
+pb::JobStatus Coordinator::Status(const pb::JobStatusRequest& request) const {
+  JobStatusCopy copy;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Built only if a row is shown (a summary shows at most a few).
+    std::optional<std::unordered_map<int, const char*>> via;
+    auto heartbeat_via = [&](int machine_rank) -> const char* {
+      if (!via) {
+        via.emplace();
+        for (const auto& [link, agent] : registered_) {
+          (*via)[agent.machine_rank] = agent.heartbeat_via;
+        }
+      }
+      const auto found = via->find(machine_rank);
+      return found == via->end() ? nullptr : found->second;
+    };
+    copy = CopyJobStatus(machine_, clock_(), request, heartbeat_via);
+    if (defence_counts_) {
+      const DefenceCounts counts = defence_counts_();
+      copy.status.set_refused_calls(counts.refused_calls);
+      copy.status.set_connections_cut(counts.connections_cut);
     }
   }
-  if (defence_counts_) {
-    const DefenceCounts counts = defence_counts_();
-    status.set_refused_calls(counts.refused_calls);
-    status.set_connections_cut(counts.connections_cut);
-  }
-  return status;
+  // The rows copied (the whole status, a filtered slice) become the
+  // answer here, off the lock.
+  return FinishJobStatus(std::move(copy));
 }
 
 void Coordinator::ReportDefences(std::function<DefenceCounts()> counts) {

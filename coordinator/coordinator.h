@@ -93,7 +93,12 @@ class Coordinator {
   void Tick();
   std::optional<TimePoint> NextDeadline() const;
 
+  // The whole status (every machine, rank and failure).
   trl::launch::v1::JobStatus Status() const;
+  // What `request` asks for (status_view.h): the lock is held only to
+  // copy what it needs.
+  trl::launch::v1::JobStatus Status(
+      const trl::launch::v1::JobStatusRequest& request) const;
   // What the connection defences refused so far (calls without the
   // token, connections over the caps), reported with Status() so that
   // `ps --json` and /metrics show the same numbers. `counts` must be

@@ -189,7 +189,7 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
       reactor->Finish(refused);
       return reactor;
     }
-    *reply = core_->Status();
+    *reply = core_->Status(*request);
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }

@@ -2,15 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <utility>
-#include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/secret_redaction.h"
-#include "coordinator/status_json.h"
+#include "coordinator/status_view.h"
 
 namespace trl {
 
@@ -22,21 +17,14 @@ double Seconds(TimePoint from, TimePoint to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-std::string NodeState(const JobStateMachine& machine, const NodeRecord& node) {
+const char* NodeState(const JobStateMachine& machine, const NodeRecord& node) {
   if (!node.connected) return "lost";
   if (machine.phase() == JobPhase::kWaitingForAgents) return "registered";
   return JobPhaseName(machine.phase());
 }
 
-std::string ExitText(int exit_code, int signal, const std::string& state) {
-  if (state == "pending" || state == "running") return "-";
-  if (signal != 0) return absl::StrCat("signal ", signal);
-  return std::to_string(exit_code);
-}
-
-}  // namespace
-
-pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
+// The job's facts, without its machines, ranks and failures.
+pb::JobStatus DescribeJobFacts(const JobStateMachine& machine, TimePoint now) {
   pb::JobStatus status;
   status.set_job_id(machine.settings().job_id);
   status.set_state(JobPhaseName(machine.phase()));
@@ -49,25 +37,6 @@ pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
   // Anyone with the token may ask; secrets in the command stay hidden.
   for (const auto& arg : RedactSecrets(machine.settings().command)) {
     status.add_command(arg);
-  }
-  for (const auto& [m, node] : machine.nodes()) {
-    pb::NodeStatus* out = status.add_nodes();
-    out->set_machine_rank(m);
-    out->set_hostname(node.info.hostname);
-    out->set_address(node.info.advertise_addr);
-    out->set_state(NodeState(machine, node));
-    out->set_workers(node.info.local_world_size);
-    out->set_last_heartbeat_age_s(Seconds(node.last_heartbeat, now));
-  }
-  for (const auto& rank : machine.ranks()) {
-    pb::RankStatus* out = status.add_ranks();
-    out->set_rank(rank.rank);
-    out->set_local_rank(rank.local_rank);
-    out->set_machine_rank(rank.machine_rank);
-    out->set_pid(rank.pid);
-    out->set_state(RankStateName(rank.state));
-    out->set_exit_code(rank.exit.exit_code);
-    out->set_signal(rank.exit.signal);
   }
   // Moments as seconds on uptime_s's clock; -1: not (yet).
   auto since_start = [&machine](const std::optional<TimePoint>& at) {
@@ -83,162 +52,202 @@ pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
     out->set_stopping_at_s(since_start(times.stopping_at));
     out->set_ended_at_s(since_start(times.ended_at));
   }
-  for (const auto& failure : machine.failures()) {
-    pb::FailureRecord* out = status.add_failures();
-    out->set_generation(failure.generation);
-    out->set_rank(failure.rank);
-    out->set_machine_rank(failure.machine_rank);
-    out->set_hostname(failure.hostname);
-    out->set_exit_code(failure.exit.exit_code);
-    out->set_signal(failure.exit.signal);
-    out->set_reason(failure.reason);
-    for (const auto& line : failure.exit.last_lines) out->add_last_lines(line);
-  }
   return status;
 }
 
-namespace {
-
-std::string JobHeader(const pb::JobStatus& s) {
-  return absl::StrFormat(
-      "JOB %s  state %s  generation %d  world size %d  machines %d  uptime "
-      "%.1fs\n  restarts: %d used, %d left\n  command: %s\n",
-      s.job_id(), s.state(), s.generation(), s.world_size(), s.num_machines(),
-      s.uptime_s(), s.restarts_used(),
-      std::max(0, s.max_restarts() - s.restarts_used()),
-      absl::StrJoin(s.command(), " "));
+void FillNode(const JobStateMachine& machine, int m, const NodeRecord& node,
+              TimePoint now, pb::NodeStatus* out) {
+  out->set_machine_rank(m);
+  out->set_hostname(node.info.hostname);
+  out->set_address(node.info.advertise_addr);
+  out->set_state(NodeState(machine, node));
+  out->set_workers(node.info.local_world_size);
+  out->set_last_heartbeat_age_s(Seconds(node.last_heartbeat, now));
 }
 
-void AppendMachineHeader(std::string* out) {
-  absl::StrAppendFormat(out, "\n%-8s %-20s %-16s %-14s %-8s %s\n", "MACHINE",
-                        "HOST", "ADDRESS", "STATE", "WORKERS", "HEARTBEAT");
+void FillRank(const RankRecord& rank, pb::RankStatus* out) {
+  out->set_rank(rank.rank);
+  out->set_local_rank(rank.local_rank);
+  out->set_machine_rank(rank.machine_rank);
+  out->set_pid(rank.pid);
+  out->set_state(RankStateName(rank.state));
+  out->set_exit_code(rank.exit.exit_code);
+  out->set_signal(rank.exit.signal);
 }
 
-void AppendMachine(std::string* out, const pb::NodeStatus& node) {
-  absl::StrAppendFormat(
-      out, "%-8d %-20s %-16s %-14s %-8d %.1fs ago%s\n", node.machine_rank(),
-      node.hostname(), node.address(), node.state(), node.workers(),
-      node.last_heartbeat_age_s(),
-      node.heartbeat_via().empty() ? "" : " (" + node.heartbeat_via() + ")");
+void FillFailure(const FailureRecord& failure, pb::FailureRecord* out) {
+  out->set_generation(failure.generation);
+  out->set_rank(failure.rank);
+  out->set_machine_rank(failure.machine_rank);
+  out->set_hostname(failure.hostname);
+  out->set_exit_code(failure.exit.exit_code);
+  out->set_signal(failure.exit.signal);
+  out->set_reason(failure.reason);
+  for (const auto& line : failure.exit.last_lines) out->add_last_lines(line);
 }
 
-void AppendRankHeader(std::string* out) {
-  absl::StrAppendFormat(out, "\n%-6s %-6s %-8s %-8s %-10s %s\n", "RANK",
-                        "LOCAL", "MACHINE", "PID", "STATE", "EXIT");
+void SetVia(const HeartbeatVia& via, int machine_rank, pb::NodeStatus* out) {
+  if (!via) return;
+  if (const char* how = via(machine_rank)) out->set_heartbeat_via(how);
 }
 
-void AppendRank(std::string* out, const pb::RankStatus& rank) {
-  absl::StrAppendFormat(
-      out, "%-6d %-6d %-8d %-8d %-10s %s\n", rank.rank(), rank.local_rank(),
-      rank.machine_rank(), rank.pid(), rank.state(),
-      ExitText(rank.exit_code(), rank.signal(), rank.state()));
-}
-
-void AppendFailure(std::string* out, const pb::FailureRecord& failure) {
-  absl::StrAppendFormat(out, "  generation %d: %s\n", failure.generation(),
-                        failure.reason());
-  for (const auto& line : failure.last_lines()) {
-    absl::StrAppend(out, "    | ", line, "\n");
-  }
-}
-
-// "running 32760, failed 1, stopped 7", in the order states first appear.
-template <typename Rows>
-std::string CountsByState(const Rows& rows) {
-  std::vector<std::pair<std::string, int>> counts;
-  for (const auto& row : rows) {
-    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) {
-      return c.first == row.state();
-    });
-    if (it == counts.end()) {
-      counts.emplace_back(row.state(), 1);
-    } else {
-      ++it->second;
+void Summarize(const JobStateMachine& machine, TimePoint now,
+               const HeartbeatVia& via, pb::JobSummary* summary) {
+  SummaryBuilder builder(summary);
+  for (const auto& [m, node] : machine.nodes()) {
+    if (pb::NodeStatus* row = builder.AddNode(NodeState(machine, node))) {
+      FillNode(machine, m, node, now, row);
+      SetVia(via, m, row);
     }
   }
-  std::vector<std::string> parts;
-  for (const auto& [state, count] : counts) {
-    parts.push_back(absl::StrCat(state, " ", count));
+  for (const auto& rank : machine.ranks()) {
+    if (pb::RankStatus* row = builder.AddRank(RankStateName(rank.state))) {
+      FillRank(rank, row);
+    }
   }
-  return absl::StrJoin(parts, ", ");
+  builder.Finish();
+  const auto& failures = machine.failures();
+  const int total = static_cast<int>(failures.size());
+  summary->set_failures(total);
+  for (int i = std::max(0, total - kRecentFailures); i < total; ++i) {
+    FillFailure(failures[i], summary->add_recent_failures());
+  }
 }
 
-bool NeedsAttention(const std::string& state) {
-  return state == "lost" || state == "failed" || state == "stopped";
+void CopyNodeRows(const JobStateMachine& machine, TimePoint now,
+                  const HeartbeatVia& via,
+                  std::vector<JobStatusCopy::NodeRow>* rows) {
+  rows->reserve(machine.nodes().size());
+  for (const auto& [m, node] : machine.nodes()) {
+    rows->push_back(JobStatusCopy::NodeRow{
+        m, node.info.hostname, node.info.advertise_addr,
+        NodeState(machine, node), node.info.local_world_size,
+        Seconds(node.last_heartbeat, now), via ? via(m) : nullptr});
+  }
 }
 
-// A large job at a glance: what is not as it should be, and the counts.
-std::string FormatJobSummary(const pb::JobStatus& s) {
-  constexpr int kShown = 20;
-  constexpr int kFailuresShown = 5;
-  std::string out = JobHeader(s);
-  absl::StrAppend(&out, "\nmachines: ", CountsByState(s.nodes()), "\n");
-  absl::StrAppend(&out, "ranks: ", CountsByState(s.ranks()), "\n");
-  int shown = 0, more = 0;
-  for (const auto& node : s.nodes()) {
-    if (!NeedsAttention(node.state())) continue;
-    if (shown == 0) AppendMachineHeader(&out);
-    if (shown < kShown) {
-      AppendMachine(&out, node);
-      ++shown;
-    } else {
-      ++more;
-    }
+void CopyRankRows(const JobStateMachine& machine,
+                  std::vector<JobStatusCopy::RankRow>* rows) {
+  rows->reserve(machine.ranks().size());
+  for (const auto& rank : machine.ranks()) {
+    rows->push_back(JobStatusCopy::RankRow{
+        rank.rank, rank.local_rank, rank.machine_rank, rank.pid,
+        RankStateName(rank.state), rank.exit.exit_code, rank.exit.signal});
   }
-  if (more > 0) absl::StrAppend(&out, "... and ", more, " more machines\n");
-  shown = more = 0;
-  for (const auto& rank : s.ranks()) {
-    if (!NeedsAttention(rank.state())) continue;
-    if (shown == 0) AppendRankHeader(&out);
-    if (shown < kShown) {
-      AppendRank(&out, rank);
-      ++shown;
-    } else {
-      ++more;
-    }
-  }
-  if (more > 0) absl::StrAppend(&out, "... and ", more, " more ranks\n");
-  if (s.failures_size() > 0) {
-    absl::StrAppend(&out, "\nFAILURES (root cause first)\n");
-    const int first = std::max(0, s.failures_size() - kFailuresShown);
-    if (first > 0) {
-      absl::StrAppend(&out, "  (", first,
-                      " earlier ones: trl-coord ps --json lists every one)\n");
-    }
-    for (int i = first; i < s.failures_size(); ++i) {
-      AppendFailure(&out, s.failures(i));
-    }
-  }
-  absl::StrAppendFormat(&out,
-                        "\n(a summary of %d machines and %d ranks: "
-                        "trl-coord ps --ranks lists every one)\n",
-                        s.nodes_size(), s.ranks_size());
-  return out;
+}
+
+void AddNode(const JobStatusCopy::NodeRow& n, pb::JobStatus* status) {
+  pb::NodeStatus* out = status->add_nodes();
+  out->set_machine_rank(n.machine_rank);
+  out->set_hostname(n.hostname);
+  out->set_address(n.address);
+  out->set_state(n.state);
+  out->set_workers(n.workers);
+  out->set_last_heartbeat_age_s(n.last_heartbeat_age_s);
+  if (n.heartbeat_via) out->set_heartbeat_via(n.heartbeat_via);
+}
+
+void AddRank(const JobStatusCopy::RankRow& r, pb::JobStatus* status) {
+  pb::RankStatus* out = status->add_ranks();
+  out->set_rank(r.rank);
+  out->set_local_rank(r.local_rank);
+  out->set_machine_rank(r.machine_rank);
+  out->set_pid(r.pid);
+  out->set_state(r.state);
+  out->set_exit_code(r.exit_code);
+  out->set_signal(r.signal);
 }
 
 }  // namespace
 
-std::string FormatJobTable(const pb::JobStatus& s, bool every_row) {
-  if (!every_row && (s.nodes_size() > kWholeTableMachines ||
-                     s.ranks_size() > kWholeTableRanks)) {
-    return FormatJobSummary(s);
+pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
+  pb::JobStatus status = DescribeJobFacts(machine, now);
+  for (const auto& [m, node] : machine.nodes()) {
+    FillNode(machine, m, node, now, status.add_nodes());
   }
-  std::string out = JobHeader(s);
-  AppendMachineHeader(&out);
-  for (const auto& node : s.nodes()) AppendMachine(&out, node);
-  if (s.ranks_size() > 0) {
-    AppendRankHeader(&out);
-    for (const auto& rank : s.ranks()) AppendRank(&out, rank);
+  for (const auto& rank : machine.ranks()) FillRank(rank, status.add_ranks());
+  for (const auto& failure : machine.failures()) {
+    FillFailure(failure, status.add_failures());
   }
-  if (s.failures_size() > 0) {
-    absl::StrAppend(&out, "\nFAILURES (root cause first)\n");
-    for (const auto& failure : s.failures()) AppendFailure(&out, failure);
-  }
-  return out;
+  return status;
 }
 
-std::string FormatJobJson(const pb::JobStatus& status) {
-  return MessageToJson(status);
+JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
+                            const pb::JobStatusRequest& request,
+                            const HeartbeatVia& via) {
+  JobStatusCopy copy;
+  copy.request = request;
+  copy.status = DescribeJobFacts(machine, now);
+  if (AsksForWholeStatus(request)) {
+    // Every row, copied as it is; the message is built off the lock.
+    CopyNodeRows(machine, now, via, &copy.nodes);
+    CopyRankRows(machine, &copy.ranks);
+    for (const auto& failure : machine.failures()) {
+      FillFailure(failure, copy.status.add_failures());
+    }
+    return copy;
+  }
+  if (request.summary()) {
+    Summarize(machine, now, via, copy.status.mutable_summary());
+  }
+  if (request.has_nodes()) {
+    if (request.nodes().filter().empty()) {
+      copy.status.set_nodes_matching(TakeSlice(
+          machine.nodes(), request.nodes(), [](const auto&) { return true; },
+          [&](const auto& entry) {
+            pb::NodeStatus* row = copy.status.add_nodes();
+            FillNode(machine, entry.first, entry.second, now, row);
+            SetVia(via, entry.first, row);
+          }));
+    } else {
+      CopyNodeRows(machine, now, via, &copy.nodes);
+    }
+  }
+  if (request.has_ranks()) {
+    const auto& ranks = machine.ranks();
+    if (request.ranks().filter().empty()) {
+      copy.status.set_ranks_matching(TakeSlice(
+          ranks, request.ranks(), [](const auto&) { return true; },
+          [&](const RankRecord& rank) {
+            FillRank(rank, copy.status.add_ranks());
+          }));
+    } else {
+      CopyRankRows(machine, &copy.ranks);
+    }
+  }
+  return copy;
+}
+
+pb::JobStatus FinishJobStatus(JobStatusCopy copy) {
+  const pb::JobStatusRequest& request = copy.request;
+  pb::JobStatus& status = copy.status;
+  if (AsksForWholeStatus(request)) {
+    status.mutable_nodes()->Reserve(static_cast<int>(copy.nodes.size()));
+    for (const auto& node : copy.nodes) AddNode(node, &status);
+    status.mutable_ranks()->Reserve(static_cast<int>(copy.ranks.size()));
+    for (const auto& rank : copy.ranks) AddRank(rank, &status);
+    return std::move(status);
+  }
+  if (request.has_nodes() && !request.nodes().filter().empty()) {
+    RowFilter filter(request.nodes().filter());
+    status.set_nodes_matching(TakeSlice(
+        copy.nodes, request.nodes(),
+        [&](const JobStatusCopy::NodeRow& n) {
+          return filter.MatchesNode(n.machine_rank, n.hostname, n.address,
+                                    n.state);
+        },
+        [&](const JobStatusCopy::NodeRow& n) { AddNode(n, &status); }));
+  }
+  if (request.has_ranks() && !request.ranks().filter().empty()) {
+    RowFilter filter(request.ranks().filter());
+    status.set_ranks_matching(TakeSlice(
+        copy.ranks, request.ranks(),
+        [&](const JobStatusCopy::RankRow& r) {
+          return filter.MatchesRank(r.rank, r.machine_rank, r.state);
+        },
+        [&](const JobStatusCopy::RankRow& r) { AddRank(r, &status); }));
+  }
+  return std::move(status);
 }
 
 }  // namespace trl

@@ -1,30 +1,62 @@
-// The job as `trl-coord ps` shows it: a JobStatus message built from the
-// state machine, and its rendering as a table or as JSON.
+// The job as `trl-coord ps` and the status page ask for it: a JobStatus
+// message built from the state machine, whole or in the views of a
+// JobStatusRequest (status_view.h). Rendering: job_table.h.
 #ifndef TRL_COORDINATOR_JOB_STATUS_H_
 #define TRL_COORDINATOR_JOB_STATUS_H_
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "coordinator/job_state_machine.h"
 #include "proto/trl_launch.pb.h"
 
 namespace trl {
 
+// The whole status: every machine, rank, failure and generation.
 trl::launch::v1::JobStatus DescribeJob(const JobStateMachine& machine,
                                        TimePoint now);
 
-// A human-readable view: the job, one line per node, one line per rank and
-// the failures, root cause first. A job of more than kWholeTableMachines
-// machines or kWholeTableRanks ranks is summarised instead (counts by
-// state, the machines and ranks that are lost, failed or stopped, the last
-// failures), unless `every_row`.
-inline constexpr int kWholeTableMachines = 16;
-inline constexpr int kWholeTableRanks = 64;
-std::string FormatJobTable(const trl::launch::v1::JobStatus& status,
-                           bool every_row = false);
+// How a machine's last heartbeat came ("udp", "stream"), or nullptr.
+using HeartbeatVia = std::function<const char*(int machine_rank)>;
 
-// The same as JSON (protobuf's JSON mapping, field names as in the proto).
-std::string FormatJobJson(const trl::launch::v1::JobStatus& status);
+// What a request needs, copied from the state machine under the
+// coordinator's lock (CopyJobStatus), and the answer made of it after the
+// lock is released (FinishJobStatus). Under the lock: the job's facts,
+// the summary (one pass over the rows, counting, that fills only the rows
+// it shows), the rows of an unfiltered slice; for the whole status or a
+// filtered slice, every row's few fields are copied as they are, and the
+// message is built (a filter matched) off the lock.
+struct JobStatusCopy {
+  struct NodeRow {
+    int machine_rank;
+    std::string hostname;
+    std::string address;
+    const char* state;
+    int workers;
+    double last_heartbeat_age_s;
+    const char* heartbeat_via;
+  };
+  struct RankRow {
+    int rank;
+    int local_rank;
+    int machine_rank;
+    int pid;
+    const char* state;
+    int exit_code;
+    int signal;
+  };
+  trl::launch::v1::JobStatus status;
+  trl::launch::v1::JobStatusRequest request;
+  // Every row, for the whole status or a filtered slice.
+  std::vector<NodeRow> nodes;
+  std::vector<RankRow> ranks;
+};
+
+JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
+                            const trl::launch::v1::JobStatusRequest& request,
+                            const HeartbeatVia& via);
+trl::launch::v1::JobStatus FinishJobStatus(JobStatusCopy copy);
 
 }  // namespace trl
 

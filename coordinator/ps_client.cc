@@ -10,12 +10,17 @@
 #include "common/local_machine.h"
 #include "common/network.h"
 #include "common/tls_credentials.h"
-#include "coordinator/job_status.h"
+#include "coordinator/job_table.h"
+#include "coordinator/status_view.h"
 #include "proto/trl_launch.grpc.pb.h"
 
 namespace trl {
 
 namespace pb = trl::launch::v1;
+
+namespace {
+constexpr int kMaxStatusBytes = 256 << 20;
+}  // namespace
 
 void AddPsFlags(CLI::App& app, PsFlags& flags) {
   app.add_option("--config_file,--config-file", flags.config_file,
@@ -26,6 +31,10 @@ void AddPsFlags(CLI::App& app, PsFlags& flags) {
   app.add_flag("--ranks", flags.every_row,
                "List every machine and rank, however large the job (a job "
                "of more than 16 machines or 64 ranks is summarised)");
+  app.add_flag("--summary", flags.summary,
+               "Ask for the summary only (counts by state, the machines and "
+               "ranks that need attention, the last failures), whatever the "
+               "job's size; with --json, as JSON");
   app.add_option("--timeout", flags.timeout_s, "Seconds to wait for an answer");
   app.add_option("--auth_token_file,--auth-token-file", flags.auth_token_file,
                  "File holding the shared auth token (default: "
@@ -68,19 +77,36 @@ int RunPs(const PsFlags& flags) {
   }
   grpc::ChannelArguments args;
   if (security->derived_identity) SetDerivedServerName(&args);
+  // The whole status of 16,384 machines is about 4 MB, gRPC's default
+  // bound on what a client takes: --json and --ranks would fail there.
+  args.SetMaxReceiveMessageSize(kMaxStatusBytes);
   auto channel =
       grpc::CreateCustomChannel(address, security->credentials, args);
   auto stub = pb::Coordinator::NewStub(channel);
-  grpc::ClientContext context;
-  if (!security->bearer_token.empty()) {
-    context.AddMetadata(kAuthMetadataKey, BearerValue(security->bearer_token));
-  }
-  context.set_deadline(
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
+  auto ask = [&](const pb::JobStatusRequest& request, pb::JobStatus* status) {
+    grpc::ClientContext context;
+    if (!security->bearer_token.empty()) {
+      context.AddMetadata(kAuthMetadataKey,
+                          BearerValue(security->bearer_token));
+    }
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(
+                             static_cast<int64_t>(flags.timeout_s * 1000)));
+    return stub->GetJobStatus(&context, request, status);
+  };
+  // The whole status for --json and --ranks; otherwise the summary, which
+  // carries the totals: a small job is then asked for whole, and printed
+  // as a table. (A coordinator older than summaries sends the whole
+  // status to any request; FormatJobTable summarises it here.)
+  const bool whole = !flags.summary && (flags.json || flags.every_row);
   pb::JobStatus status;
-  const grpc::Status rpc =
-      stub->GetJobStatus(&context, pb::JobStatusRequest(), &status);
+  grpc::Status rpc =
+      ask(whole ? pb::JobStatusRequest() : SummaryRequest(), &status);
+  if (rpc.ok() && !whole && !flags.summary && status.has_summary() &&
+      PrintedWhole(status.summary().machines(), status.summary().ranks())) {
+    status.Clear();
+    rpc = ask(pb::JobStatusRequest(), &status);
+  }
   if (!rpc.ok()) {
     const std::string& why = rpc.error_message();
     const bool handshake = why.find("andshake") != std::string::npos ||

@@ -16,6 +16,7 @@ struct PsFlags {
   std::string address;  // host:port; overrides the config
   bool json = false;
   bool every_row = false;  // --ranks
+  bool summary = false;    // --summary
   double timeout_s = 5;
   std::string auth_token_file;
   bool insecure = false;

@@ -154,9 +154,18 @@ void AppendMessage(const Message& message, const MessageType& type, int depth,
   const auto* descriptor = type.descriptor;
   const Reflection* r = type.reflection;
   out->push_back('{');
+  bool first = true;
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const FieldDescriptor* field = descriptor->field(i);
-    if (i > 0) out->push_back(',');
+    // An unset message field is left out, as protobuf's own printer does
+    // (JobStatus.summary of a whole status).
+    if (!field->is_repeated() &&
+        field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+        !r->HasField(message, field)) {
+      continue;
+    }
+    if (!first) out->push_back(',');
+    first = false;
     Indent(depth + 1, out);
     AppendString(field->name(), out);
     out->append(": ");
@@ -209,7 +218,7 @@ void AppendMessage(const Message& message, const MessageType& type, int depth,
       AppendValue(message, r, field, 0, depth + 1, nullptr, out);
     }
   }
-  if (descriptor->field_count() > 0) Indent(depth, out);
+  if (!first) Indent(depth, out);
   out->push_back('}');
 }
 

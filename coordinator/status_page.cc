@@ -64,37 +64,46 @@ function el(tag, ...children) {
   return node;
 }
 function row(...cells) { return el("tr", ...cells.map((c) => el("td", c))); }
-const PAGE = 50, MAX_FAILURES = 20, MAX_GENERATIONS = 30;
+// Rows per page: 50, or ?page_size=N (1..1000) in the page's address.
+const PAGE = Math.min(1000, Math.max(1, Math.floor(Number(
+    new URLSearchParams(location.search).get("page_size"))) || 50));
+const MAX_GENERATIONS = 30;
 const paging = {machine: 0, rank: 0};
-let last = null;
+const matching = {machine: 0, rank: 0};
 
-function counts(items) {
-  const by = {};
-  for (const item of items) by[item.state] = (by[item.state] || 0) + 1;
-  return Object.keys(by).sort().map((s) => s + " " + by[s]).join(", ");
+function counts(states) {
+  return states.map((c) => [c.state, c.count]).sort()
+      .map(([state, count]) => state + " " + count).join(", ");
 }
 function seconds(s) { return s < 0 ? "-" : Number(s).toFixed(2) + " s"; }
 function exitText(r) {
   if (r.state === "pending" || r.state === "running") return "-";
   return r.signal ? "signal " + r.signal : String(r.exit_code);
 }
-// One page of the rows that match the search box, and "rows a-b of n".
-function showPage(kind, items, text, toRow) {
-  const filter = $(kind + "-filter").value.trim().toLowerCase();
-  const matching = filter ? items.filter(
-      (item) => text(item).toLowerCase().includes(filter)) : items;
-  const pages = Math.max(1, Math.ceil(matching.length / PAGE));
-  paging[kind] = Math.min(paging[kind], pages - 1);
+// The server's answer for this page: the summary, and the page of each
+// list that matches its search box (the server filters: never every row).
+function query() {
+  const params = new URLSearchParams({view: "summary"});
+  for (const [kind, prefix] of [["rank", ""], ["machine", "machine_"]]) {
+    params.set(prefix + "offset", paging[kind] * PAGE);
+    params.set(prefix + "limit", PAGE);
+    const filter = $(kind + "-filter").value.trim();
+    if (filter) params.set(prefix + "q", filter);
+  }
+  return "api/status?" + params.toString();
+}
+// The page of rows the server sent, and "rows a-b of n".
+function showPage(kind, rows, total, toRow) {
+  matching[kind] = total;
+  $(kind + "s").replaceChildren(...rows.map(toRow));
   const start = paging[kind] * PAGE;
-  const shown = matching.slice(start, start + PAGE);
-  $(kind + "s").replaceChildren(...shown.map(toRow));
-  $(kind + "-page").textContent = matching.length === 0 ? " none " :
-      " " + (start + 1) + "-" + (start + shown.length) + " of " +
-      matching.length + " ";
+  $(kind + "-page").textContent = total === 0 ? " none " :
+      rows.length === 0 ? " - of " + total + " " :
+      " " + (start + 1) + "-" + (start + rows.length) + " of " + total + " ";
 }
 
 function render(s) {
-  last = s;
+  const summary = s.summary;
   $("job").textContent = s.job_id;
   $("command").textContent = s.command.join(" ");
   $("state").textContent = s.state;
@@ -104,25 +113,24 @@ function render(s) {
       Math.max(0, s.max_restarts - s.restarts_used) + " left";
   $("uptime").textContent = seconds(s.uptime_s);
   $("machine-summary").textContent =
-      s.nodes.length + " of " + s.num_machines + " machines: " +
-      counts(s.nodes);
-  $("rank-summary").textContent = s.ranks.length + " ranks: " +
-      counts(s.ranks);
-  showPage("machine", s.nodes,
-      (n) => [n.machine_rank, n.hostname, n.address, n.state].join(" "),
+      summary.machines + " of " + s.num_machines + " machines: " +
+      counts(summary.machine_states);
+  $("rank-summary").textContent = summary.ranks + " ranks: " +
+      counts(summary.rank_states);
+  showPage("machine", s.nodes, s.nodes_matching,
       (n) => row(n.machine_rank, n.hostname, n.address, n.state,
                  seconds(n.last_heartbeat_age_s) + " ago" +
                      (n.heartbeat_via ? " (" + n.heartbeat_via + ")" : ""),
                  n.workers));
-  showPage("rank", s.ranks,
-      (r) => ["rank " + r.rank, "machine " + r.machine_rank, r.state].join(" "),
+  showPage("rank", s.ranks, s.ranks_matching,
       (r) => row(r.rank, r.local_rank, r.machine_rank, r.pid, r.state,
                  exitText(r)));
-  const failures = s.failures.slice(-MAX_FAILURES).map((f) => el("div",
+  const recent = summary.recent_failures;
+  const failures = recent.map((f) => el("div",
       el("b", "generation " + f.generation + ": "), f.reason,
       el("pre", f.last_lines.join("\n"))));
-  if (s.failures.length > MAX_FAILURES) {
-    failures.unshift(el("div", (s.failures.length - MAX_FAILURES) +
+  if (summary.failures > recent.length) {
+    failures.unshift(el("div", (summary.failures - recent.length) +
                                    " earlier failures not shown"));
   }
   $("failures").replaceChildren(...(failures.length ? failures : ["none"]));
@@ -150,32 +158,49 @@ function render(s) {
   }));
 }
 
+// One request at a time; a change of page or search asks again at once,
+// and an answer to an older question than the last asked is dropped.
+let asked = 0, timer = null;
 async function refresh() {
+  clearTimeout(timer);
+  const mine = ++asked;
   try {
-    const reply = await fetch("api/status", {cache: "no-store"});
+    const reply = await fetch(query(), {cache: "no-store"});
     if (!reply.ok) throw new Error("HTTP " + reply.status);
-    render(await reply.json());
+    const status = await reply.json();
+    if (mine !== asked) return;
+    render(status);
+    // A page past the last (the rows matching fell): the last page.
+    for (const kind of ["machine", "rank"]) {
+      const last = Math.max(0, Math.ceil(matching[kind] / PAGE) - 1);
+      if (paging[kind] > last) {
+        paging[kind] = last;
+        setTimeout(refresh, 0);
+        return;
+      }
+    }
     $("updated").textContent = "updated " + new Date().toLocaleTimeString();
     $("updated").className = "muted";
   } catch (e) {
+    if (mine !== asked) return;
     $("updated").textContent = "cannot reach the coordinator (" + e.message +
         "); showing the last status";
     $("updated").className = "bad";
   }
-  setTimeout(refresh, 1000);
+  timer = setTimeout(refresh, 1000);
 }
 for (const kind of ["machine", "rank"]) {
   $(kind + "-filter").addEventListener("input", () => {
     paging[kind] = 0;
-    if (last) render(last);
+    refresh();
   });
   $(kind + "-prev").addEventListener("click", () => {
     paging[kind] = Math.max(0, paging[kind] - 1);
-    if (last) render(last);
+    refresh();
   });
   $(kind + "-next").addEventListener("click", () => {
-    paging[kind] += 1;
-    if (last) render(last);
+    if ((paging[kind] + 1) * PAGE < matching[kind]) paging[kind] += 1;
+    refresh();
   });
 }
 refresh();

@@ -1,7 +1,10 @@
 // The status page: one self-contained HTML document (no external assets)
-// whose script fetches /api/status every second and renders it. Built for
-// 4096 machines and 32768 ranks: counts by state, then one page of rows
-// at a time with a search box, never every row.
+// whose script fetches, every second, the summary and one page of the
+// machines and of the ranks from /api/status (?view=summary&offset=..&
+// limit=50&q=..&machine_offset=..: the server pages and searches, so a
+// job of 16,384 machines costs the page a few kilobytes a second, not
+// megabytes) and renders them: counts by state, one page of rows at a
+// time with a search box, the last failures, the generations.
 //
 // Everything from the job (hostnames, argv, workers' last lines) is
 // attacker-controlled text: the server escapes what it writes into the

@@ -3,12 +3,16 @@
 #include <arpa/inet.h>
 
 #include "absl/strings/ascii.h"
-#include "coordinator/job_status.h"
+#include "coordinator/job_table.h"
 #include "coordinator/status_json.h"
 #include "coordinator/status_metrics.h"
 #include "coordinator/status_page.h"
+#include "coordinator/status_query.h"
+#include "coordinator/status_view.h"
 
 namespace trl {
+
+namespace pb = trl::launch::v1;
 
 bool IsLoopbackIp(const std::string& address) {
   in_addr v4{};
@@ -34,6 +38,18 @@ bool IsLoopbackHost(const std::string& host) {
   return absl::AsciiStrToLower(name) == "localhost" || IsLoopbackIp(name);
 }
 
+namespace {
+
+// The job's facts only (the page is served with its id and command): a
+// slice of no machines.
+pb::JobStatusRequest JobFactsRequest() {
+  pb::JobStatusRequest request;
+  request.mutable_nodes()->set_limit(0);
+  return request;
+}
+
+}  // namespace
+
 HttpResponse HandleStatusRequest(const HttpRequest& request,
                                  const StatusSources& sources) {
   if (request.method != "GET" && request.method != "HEAD") {
@@ -46,11 +62,23 @@ HttpResponse HandleStatusRequest(const HttpRequest& request,
                         "served to loopback names only (Host: localhost or "
                         "127.0.0.1)\n");
   }
-  const std::string path = request.target.substr(0, request.target.find('?'));
+  const size_t question = request.target.find('?');
+  const std::string path = request.target.substr(0, question);
+  auto status = [&sources](const pb::JobStatusRequest& asked) {
+    return sources.status ? sources.status(asked)
+                          : ApplyStatusRequest(sources.snapshot(), asked);
+  };
   if (path == "/api/status") {
+    const auto asked = ParseStatusQuery(
+        question == std::string::npos
+            ? std::string_view()
+            : std::string_view(request.target).substr(question + 1));
+    if (!asked.ok()) {
+      return TextResponse(400, std::string(asked.status().message()) + "\n");
+    }
     HttpResponse response;
     response.content_type = "application/json";
-    response.body = FormatJobJson(sources.snapshot());
+    response.body = FormatJobJson(status(*asked));
     return response;
   }
   if (path == "/api/events" && sources.events) {
@@ -70,7 +98,7 @@ HttpResponse HandleStatusRequest(const HttpRequest& request,
     return HttpResponse{
         200,
         "text/html; charset=utf-8",
-        RenderStatusPage(sources.snapshot(), nonce),
+        RenderStatusPage(status(JobFactsRequest()), nonce),
         {{"Content-Security-Policy", StatusPageSecurityPolicy(nonce)},
          {"Referrer-Policy", "no-referrer"}}};
   }

@@ -1,8 +1,9 @@
 // What the status server answers: GET / (the page), /api/status (the JSON
-// of `trl-coord ps --json`), /api/events (the job's history, as
-// `trl-coord events --json`) and /metrics (Prometheus). Only requests that
-// name this machine's loopback in their Host header are served: a web
-// page elsewhere that rebinds its own name to 127.0.0.1 (DNS rebinding)
+// of `trl-coord ps --json`, or of a summary or a page of it: the query
+// string of status_query.h; a bad one gets 400), /api/events (the job's
+// history, as `trl-coord events --json`) and /metrics (Prometheus). Only
+// requests that name this machine's loopback in their Host header are served: a
+// web page elsewhere that rebinds its own name to 127.0.0.1 (DNS rebinding)
 // would otherwise read the job's status through the user's browser.
 #ifndef TRL_COORDINATOR_STATUS_ROUTES_H_
 #define TRL_COORDINATOR_STATUS_ROUTES_H_
@@ -16,12 +17,19 @@
 namespace trl {
 
 struct StatusSources {
-  // A snapshot of the job (Coordinator::Status: its lock, briefly).
+  // A snapshot of the whole job (Coordinator::Status: its lock, briefly),
+  // for /metrics.
   std::function<trl::launch::v1::JobStatus()> snapshot;
   // A fresh random value for each page's Content-Security-Policy nonce.
   std::function<std::string()> nonce;
   // The job's history (Coordinator::Events), for /api/events.
   std::function<trl::launch::v1::JobEvents()> events;
+  // What a request asks of the job (Coordinator::Status(request)), for
+  // /api/status and the page; without it, the views are cut from
+  // snapshot().
+  std::function<trl::launch::v1::JobStatus(
+      const trl::launch::v1::JobStatusRequest&)>
+      status;
 };
 
 HttpResponse HandleStatusRequest(const HttpRequest& request,

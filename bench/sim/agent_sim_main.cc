@@ -1,8 +1,9 @@
 // trl-agent-sim: drives the real coordinator with many simulated agents
 // (bench/sim/sim_agent.h) and measures what docs/design.md (Targets) asks at
 // scale: rendezvous time, the coordinator's CPU share under heartbeats,
-// `trl-coord ps --json` latency, resident memory, a whole-job restart and
-// the time to notice a silent agent. Prints one JSON object.
+// `trl-coord ps --json` and `trl-coord ps` latency, resident memory, a
+// whole-job restart and the time to notice a silent agent. Prints one JSON
+// object.
 //
 // It takes the same launch flags as trl-agent (so its registrations carry
 // the same config fingerprint), plus its own:
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
   double heartbeat_phase_s = 10;
   pid_t coordinator_pid = 0;
   std::string ps_binary;
+  std::string ps_baseline_binary;
   int ps_runs = 5;
   bool failures = true;
   double timeout_s = 120;
@@ -150,6 +152,9 @@ int main(int argc, char** argv) {
                  "The coordinator's pid, for its CPU and memory");
   app.add_option("--ps_binary", ps_binary,
                  "trl-coord, to time `trl-coord ps --json` against the job");
+  app.add_option("--ps_baseline_binary", ps_baseline_binary,
+                 "Another trl-coord to time `ps --json` and `ps` with too "
+                 "(ps_baseline_ms, ps_summary_baseline_ms)");
   app.add_option("--ps_runs", ps_runs, "Times to run ps");
   app.add_flag("!--no_failures", failures,
                "Only rendezvous and heartbeats: no restart, no silent agent");
@@ -303,29 +308,49 @@ int main(int argc, char** argv) {
     // Private memory (the rest is shared libraries' pages).
     json.push_back(absl::StrFormat("\"coordinator_anon_mib\": %.1f",
                                    StatusMiB(coordinator_pid, "RssAnon")));
-    // ps after the CPU phase, so that its cost is not counted there.
-    std::vector<double> ps_seconds;
+    // ps after the CPU phase, so that its cost is not counted there:
+    // `ps --json` (the whole status) and `ps` (a summary for a large job),
+    // and the same with --ps_baseline_binary (another build's trl-coord,
+    // e.g. one from before summaries) against the same coordinator, runs
+    // interleaved.
+    struct PsTiming {
+      std::string field;
+      std::string binary;
+      bool json;
+      std::vector<double> seconds;
+    };
+    std::vector<PsTiming> timings;
     if (!ps_binary.empty()) {
-      for (int i = 0; i < ps_runs; ++i) {
-        std::vector<std::string> ps = {ps_binary, "ps", "--json", "--address",
+      timings.push_back({"ps_ms", ps_binary, true, {}});
+      timings.push_back({"ps_summary_ms", ps_binary, false, {}});
+    }
+    if (!ps_baseline_binary.empty()) {
+      timings.push_back({"ps_baseline_ms", ps_baseline_binary, true, {}});
+      timings.push_back(
+          {"ps_summary_baseline_ms", ps_baseline_binary, false, {}});
+    }
+    for (int i = 0; i < ps_runs; ++i) {
+      for (PsTiming& timing : timings) {
+        std::vector<std::string> ps = {timing.binary, "ps", "--address",
                                        target};
+        if (timing.json) ps.push_back("--json");
         if (!launch.auth_token_file.empty()) {
           ps.insert(ps.end(), {"--auth_token_file", launch.auth_token_file});
         }
         if (launch.insecure) ps.push_back("--insecure");
         const double took = TimeCommand(ps);
-        if (took >= 0) ps_seconds.push_back(took);
+        if (took >= 0) timing.seconds.push_back(took);
       }
     }
     json.push_back(absl::StrFormat("\"coordinator_hwm_mib\": %.1f",
                                    StatusMiB(coordinator_pid, "VmHWM")));
-    if (!ps_binary.empty()) {
-      const Spread ps = Summarize(ps_seconds);
+    for (const PsTiming& timing : timings) {
+      const Spread ps = Summarize(timing.seconds);
       json.push_back(absl::StrFormat(
-          "\"ps_ms\": {\"runs\": %d, \"median\": %.1f, \"min\": %.1f, "
+          "\"%s\": {\"runs\": %d, \"median\": %.1f, \"min\": %.1f, "
           "\"max\": %.1f}",
-          static_cast<int>(ps_seconds.size()), ps.median * 1000, ps.min * 1000,
-          ps.max * 1000));
+          timing.field, static_cast<int>(timing.seconds.size()),
+          ps.median * 1000, ps.min * 1000, ps.max * 1000));
     }
   }
 

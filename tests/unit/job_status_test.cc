@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "coordinator/job_table.h"
+
 namespace trl {
 namespace {
 

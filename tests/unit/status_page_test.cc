@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/job_status.h"
+#include "coordinator/job_table.h"
 #include "coordinator/status_metrics.h"
 #include "coordinator/status_routes.h"
 

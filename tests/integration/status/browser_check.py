@@ -4,7 +4,8 @@ it over the DevTools protocol: the page must show the machines, the ranks
 and generation 0; then rank 0's worker is killed (SIGKILL) and, without a
 reload, the page must show generation 1 and the failure, with the worker's
 last line `<img src=x onerror=alert(1)>` as text, not as an element.
-Screenshots go to SCRATCH (before.png, after.png).
+Then, two ranks a page, the page moves through the pages and searches,
+each time asking the server for that page only. Screenshots go to SCRATCH (before.png, after.png).
 
     browser_check.py CHROMIUM STATUS_PORT SCRATCH
 Exit 0 when all holds; 1 saying what did not; 77 when Chromium is missing."""
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import websocket
@@ -116,6 +118,66 @@ def api_status(status_port):
         return json.load(reply)
 
 
+def wait_until(what, probe, condition, seconds):
+    """Polls probe() until condition(value) holds."""
+    deadline = time.monotonic() + seconds
+    value = None
+    while time.monotonic() < deadline:
+        value = probe()
+        if condition(value):
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"never {what}; last seen: {value!r}")
+
+
+RANK_PAGE = ("[document.getElementById('rank-page').textContent.trim(), "
+             "[...document.querySelectorAll('#ranks tr')].map("
+             "(r) => r.cells[0].textContent)]")
+
+
+def check_paging(page, status_port):
+    """Two ranks a page (?page_size=2): the server sends one page at a
+    time, the buttons move through them, and the search box goes to the
+    server; the page never asks for the whole status."""
+    page.call("Page.navigate", url=f"http://127.0.0.1:{status_port}/"
+              "?page_size=2")
+    probe = lambda: page.evaluate(RANK_PAGE)
+    wait_until("the first page of ranks", probe,
+               lambda v: v == ["1-2 of 4", ["0", "1"]], 30)
+    page.evaluate("document.getElementById('rank-next').click()")
+    wait_until("the second page of ranks", probe,
+               lambda v: v == ["3-4 of 4", ["2", "3"]], 10)
+    page.evaluate("document.getElementById('rank-next').click()")
+    time.sleep(1.5)  # past the last page: it stays
+    assert probe() == ["3-4 of 4", ["2", "3"]], probe()
+    page.evaluate("const f = document.getElementById('rank-filter'); "
+                  "f.value = 'RANK 3'; f.dispatchEvent(new Event('input'))")
+    wait_until("the search's one rank", probe,
+               lambda v: v == ["1-1 of 1", ["3"]], 10)
+    asked = page.evaluate(
+        "performance.getEntriesByType('resource').map((e) => e.name)"
+        ".filter((n) => n.includes('/api/status'))")
+    assert asked, "no request to /api/status"
+    for url in asked:
+        assert "view=summary" in url and "limit=2" in url, url
+    assert any("offset=2&limit=2" in url for url in asked), asked
+    assert any("q=RANK+3" in url for url in asked), asked
+    # The same page of ranks, as JSON; and a bad parameter is named.
+    url = (f"http://127.0.0.1:{status_port}/api/status?"
+           "view=summary&offset=2&limit=2")
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        view = json.load(reply)
+    assert [r["rank"] for r in view["ranks"]] == [2, 3], view["ranks"]
+    assert view["ranks_matching"] == 4 and view["summary"]["ranks"] == 4
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{status_port}/api/status"
+                               "?limit=0", timeout=10)
+        raise AssertionError("limit=0 was served")
+    except urllib.error.HTTPError as e:
+        body = e.read().decode()
+        assert e.code == 400 and "'limit'" in body, (e.code, body)
+
+
 def main():
     chromium, status_port, scratch = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     if not shutil.which(chromium):
@@ -156,6 +218,7 @@ def main():
         assert "1 used, 0 left" in text, text
         size = page.screenshot(os.path.join(scratch, "after.png"))
         assert size > 0, "empty screenshot"
+        check_paging(page, status_port)
         print(f"page shows generation 1 and the failure; screenshots in "
               f"{scratch}")
         return 0
