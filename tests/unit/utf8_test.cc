@@ -52,7 +52,9 @@ TEST(Utf8Test, EveryTwoByteStringComesOutValid) {
       const std::string text{static_cast<char>(a), static_cast<char>(b)};
       const std::string valid = ToValidUtf8(text);
       ASSERT_TRUE(ProtobufParses(valid)) << a << " " << b;
-      if (ProtobufParses(text)) ASSERT_EQ(valid, text) << a << " " << b;
+      if (ProtobufParses(text)) {
+        ASSERT_EQ(valid, text) << a << " " << b;
+      }
     }
   }
 }
