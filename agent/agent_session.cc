@@ -99,6 +99,7 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   Write(hello);
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread lease([this] { WatchLease(); });
+  std::thread logs([this] { ForwardLogs(); });
 
   std::optional<End> end;
   pb::CoordinatorMessage message;
@@ -143,6 +144,16 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
       case pb::CoordinatorMessage::kAssignment:
         StartWorkers(message.assignment());
         break;
+      case pb::CoordinatorMessage::kLogSubscribe:
+        OnLogSubscribe(message.log_subscribe());
+        break;
+      case pb::CoordinatorMessage::kLogUnsubscribe: {
+        const uint64_t id = message.log_unsubscribe().subscription();
+        console_->logs().Unsubscribe(id);
+        std::lock_guard<std::mutex> lock(logs_mutex_);
+        log_subscriptions_.erase(id);
+        break;
+      }
       case pb::CoordinatorMessage::kStop: {
         std::lock_guard<std::mutex> lock(group_mutex_);
         if (group_ && group_->generation() == message.stop().generation()) {
@@ -207,6 +218,13 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   }
   heartbeat_wakeup_.notify_all();
   heartbeat.join();
+  logs_stop_ = true;
+  logs.join();
+  {
+    std::lock_guard<std::mutex> lock(logs_mutex_);
+    console_->logs().UnsubscribeAll(log_subscriptions_);
+    log_subscriptions_.clear();
+  }
   {
     std::lock_guard<std::mutex> lock(lease_mutex_);
     lease_watch_ended_ = true;
@@ -316,6 +334,41 @@ void AgentSession::HeartbeatLoop() {
     // At the next beat, or sooner to keep an eye on the lease.
     heartbeat_wakeup_.wait_until(
         lock, std::min(next_beat, steady_clock::now() + period));
+  }
+}
+
+void AgentSession::OnLogSubscribe(const pb::LogSubscribe& subscribe) {
+  {
+    std::lock_guard<std::mutex> lock(logs_mutex_);
+    log_subscriptions_.insert(subscribe.subscription());
+  }
+  console_->logs().Subscribe(
+      subscribe.subscription(),
+      std::set<int>(subscribe.ranks().begin(), subscribe.ranks().end()),
+      subscribe.follow());
+}
+
+void AgentSession::ForwardLogs() {
+  // Batches of at most 64 KiB of text: one stream write never holds the
+  // write lock for long.
+  constexpr size_t kBatchBytes = 64 * 1024;
+  pb::AgentMessage message;
+  while (!logs_stop_) {
+    if (!console_->logs().TakeBatch(message.mutable_log_batch(), kBatchBytes,
+                                    std::chrono::milliseconds(100))) {
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(logs_mutex_);
+      if (log_subscriptions_.count(message.log_batch().subscription()) == 0) {
+        continue;  // an earlier connection's
+      }
+      if (message.log_batch().history_done() &&
+          !console_->logs().Follows(message.log_batch().subscription())) {
+        log_subscriptions_.erase(message.log_batch().subscription());
+      }
+    }
+    Write(message);
   }
 }
 
