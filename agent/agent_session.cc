@@ -147,6 +147,12 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
       case pb::CoordinatorMessage::kLogSubscribe:
         OnLogSubscribe(message.log_subscribe());
         break;
+      case pb::CoordinatorMessage::kLogAck: {
+        std::lock_guard<std::mutex> lock(logs_mutex_);
+        log_credits_ = std::min(log_credits_ + 1, kLogCredits);
+        log_credit_.notify_all();
+        break;
+      }
       case pb::CoordinatorMessage::kLogUnsubscribe: {
         const uint64_t id = message.log_unsubscribe().subscription();
         console_->logs().Unsubscribe(id);
@@ -354,6 +360,16 @@ void AgentSession::ForwardLogs() {
   constexpr size_t kBatchBytes = 64 * 1024;
   pb::AgentMessage message;
   while (!logs_stop_) {
+    {
+      // Only with a credit: a stalled stream then fills the bounded
+      // queues (log_ring.h) rather than blocking in Write with the lock
+      // that heartbeats take.
+      std::unique_lock<std::mutex> lock(logs_mutex_);
+      if (!log_credit_.wait_for(lock, std::chrono::milliseconds(100),
+                                [this] { return log_credits_ > 0; })) {
+        continue;
+      }
+    }
     if (!console_->logs().TakeBatch(message.mutable_log_batch(), kBatchBytes,
                                     std::chrono::milliseconds(100))) {
       continue;
@@ -367,6 +383,7 @@ void AgentSession::ForwardLogs() {
           !console_->logs().Follows(message.log_batch().subscription())) {
         log_subscriptions_.erase(message.log_batch().subscription());
       }
+      --log_credits_;
     }
     Write(message);
   }

@@ -116,6 +116,11 @@ class AgentSession {
   // it).
   std::mutex logs_mutex_;
   std::set<uint64_t> log_subscriptions_;  // guarded by logs_mutex_
+  // Batches that may be sent before the coordinator acknowledges one
+  // (LogAck); guarded by logs_mutex_.
+  static constexpr int kLogCredits = 2;
+  int log_credits_ = kLogCredits;
+  std::condition_variable log_credit_;
   std::atomic<bool> logs_stop_{false};
 
   std::mutex group_mutex_;

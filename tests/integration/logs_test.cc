@@ -166,11 +166,12 @@ TEST_F(LogsTest, ShowsTheRetainedLinesAndRefusesRanksTheJobLacks) {
 }
 
 // Rank 1 (on machine 1's agent) prints 100 MB/s (as far as it can) for
-// 3 s, once
-// alone and once with a `logs -f` client attached that reads slowly (a
-// batch every 20 ms while the worker prints). With the client, the worker must
-// keep at least half its throughput, the coordinator's memory must stay within
-// 64 MiB of what it held before, and the client sees markers of dropped lines.
+// 3.5 s, once alone and once with a `logs -f` client attached that reads
+// slowly (a batch every 20 ms while the worker prints) and the coordinator
+// frozen twice meanwhile (SIGSTOP: a stalled stream to the agent). With
+// the client, the worker must keep at least half its throughput, the
+// coordinator's memory must stay within 64 MiB of what it held before,
+// and the client sees markers of dropped lines.
 class LogsFloodTest : public LogsTest {
  protected:
   struct Run {
@@ -197,7 +198,7 @@ class LogsFloodTest : public LogsTest {
         "out = sys.stdout.buffer\n"
         "written = 0\n"
         "start = time.monotonic()\n"
-        "while time.monotonic() - start < 3:\n"
+        "while time.monotonic() - start < 3.5:\n"
         "    out.write(chunk)\n"
         "    written += len(chunk)\n"
         "    ahead = written / 100e6 - (time.monotonic() - start)\n"
@@ -261,6 +262,17 @@ class LogsFloodTest : public LogsTest {
     }
     run.coord_rss_before_kib = ResidentKiB(coord->pid());
     std::ofstream(go) << "go";
+    if (with_client) {
+      // The coordinator frozen twice for 1.2 s (within the agents' 4 s
+      // lease): its stream stalls, and machine 1's agent must drop lines
+      // rather than stop reading its worker.
+      for (int i = 0; i < 2; ++i) {
+        std::this_thread::sleep_for(milliseconds(300));
+        coord->Signal(SIGSTOP);
+        std::this_thread::sleep_for(milliseconds(1200));
+        coord->Signal(SIGCONT);
+      }
+    }
     while (!coord->Wait(milliseconds(100)).has_value()) {
       run.coord_rss_max_kib =
           std::max(run.coord_rss_max_kib, ResidentKiB(coord->pid()));
