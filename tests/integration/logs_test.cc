@@ -21,6 +21,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Under AddressSanitizer or ThreadSanitizer the daemons' speed and resident
+// memory say nothing of the code (see flood_test.cc): the flood test then
+// checks only that it runs through with markers of dropped lines.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#elif defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 // A worker in Python (the system's python3, run as a command).
 std::vector<std::string> Python(const std::string& code) {
   return {"--no_python", "python3", "-c", code};
@@ -305,9 +320,11 @@ TEST_F(LogsFloodTest, ASlowClientNeitherSlowsTheWorkerNorGrowsTheCoordinator) {
       static_cast<unsigned long long>(watched.client_lines),
       static_cast<unsigned long long>(watched.client_dropped));
   ASSERT_GT(alone.worker_mb_s, 0);
-  EXPECT_GE(watched.worker_mb_s, 0.5 * alone.worker_mb_s);
-  EXPECT_LT(watched.coord_rss_max_kib - watched.coord_rss_before_kib,
-            64 * 1024);
+  if (!kSanitized) {
+    EXPECT_GE(watched.worker_mb_s, 0.5 * alone.worker_mb_s);
+    EXPECT_LT(watched.coord_rss_max_kib - watched.coord_rss_before_kib,
+              64 * 1024);
+  }
   EXPECT_GT(watched.client_dropped, 0u);
   EXPECT_GT(watched.client_lines, 0u);
 }
