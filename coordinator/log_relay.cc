@@ -258,6 +258,7 @@ grpc::ServerWriteReactor<pb::LogBatch>* LogRelay::Open(
   subscribe.mutable_log_subscribe()->set_follow(request.follow());
   const int agents = core_->SendToMachines(machines, subscribe);
   client->Start(agents);
+  HandToGrpc(client.get());
   return client.get();
 }
 
