@@ -193,6 +193,7 @@ class LogsFloodTest : public LogsTest {
     double worker_mb_s = 0;
     long coord_rss_before_kib = 0;
     long coord_rss_max_kib = 0;
+    long agent_rss_max_kib = 0;  // machine 1's, printed
     uint64_t client_lines = 0;
     uint64_t client_dropped = 0;
   };
@@ -294,6 +295,8 @@ class LogsFloodTest : public LogsTest {
     while (!coord->Wait(milliseconds(100)).has_value()) {
       run.coord_rss_max_kib =
           std::max(run.coord_rss_max_kib, ResidentKiB(coord->pid()));
+      run.agent_rss_max_kib =
+          std::max(run.agent_rss_max_kib, ResidentKiB(agent.pid()));
       if (run.coord_rss_max_kib > 4 * 1024 * 1024) break;  // runaway
     }
     EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
@@ -312,11 +315,13 @@ TEST_F(LogsFloodTest, ASlowClientNeitherSlowsTheWorkerNorGrowsTheCoordinator) {
   const Run watched = Flood(true);
   std::printf(
       "worker alone: %.1f MB/s; with a slow `logs -f` client: %.1f MB/s "
-      "(%.2f); coordinator RSS %ld -> %ld KiB; client: %llu lines, %llu "
+      "(%.2f); coordinator RSS %ld -> %ld KiB; machine 1's agent RSS at "
+      "most %ld KiB alone, %ld KiB watched; client: %llu lines, %llu "
       "dropped\n",
       alone.worker_mb_s, watched.worker_mb_s,
       watched.worker_mb_s / std::max(alone.worker_mb_s, 1e-9),
       watched.coord_rss_before_kib, watched.coord_rss_max_kib,
+      alone.agent_rss_max_kib, watched.agent_rss_max_kib,
       static_cast<unsigned long long>(watched.client_lines),
       static_cast<unsigned long long>(watched.client_dropped));
   ASSERT_GT(alone.worker_mb_s, 0);
