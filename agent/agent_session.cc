@@ -100,6 +100,7 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   Write(hello);
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread lease([this] { WatchLease(); });
+  std::thread logs([this] { ForwardLogs(); });
 
   std::optional<End> end;
   pb::CoordinatorMessage message;
@@ -144,6 +145,22 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
       case pb::CoordinatorMessage::kAssignment:
         StartWorkers(message.assignment());
         break;
+      case pb::CoordinatorMessage::kLogSubscribe:
+        OnLogSubscribe(message.log_subscribe());
+        break;
+      case pb::CoordinatorMessage::kLogAck: {
+        std::lock_guard<std::mutex> lock(logs_mutex_);
+        log_credits_ = std::min(log_credits_ + 1, kLogCredits);
+        log_credit_.notify_all();
+        break;
+      }
+      case pb::CoordinatorMessage::kLogUnsubscribe: {
+        const uint64_t id = message.log_unsubscribe().subscription();
+        console_->logs().Unsubscribe(id);
+        std::lock_guard<std::mutex> lock(logs_mutex_);
+        log_subscriptions_.erase(id);
+        break;
+      }
       case pb::CoordinatorMessage::kStop: {
         std::lock_guard<std::mutex> lock(group_mutex_);
         if (group_ && group_->generation() == message.stop().generation()) {
@@ -208,6 +225,13 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   }
   heartbeat_wakeup_.notify_all();
   heartbeat.join();
+  logs_stop_ = true;
+  logs.join();
+  {
+    std::lock_guard<std::mutex> lock(logs_mutex_);
+    console_->logs().UnsubscribeAll(log_subscriptions_);
+    log_subscriptions_.clear();
+  }
   {
     std::lock_guard<std::mutex> lock(lease_mutex_);
     lease_watch_ended_ = true;
@@ -317,6 +341,52 @@ void AgentSession::HeartbeatLoop() {
     // At the next beat, or sooner to keep an eye on the lease.
     heartbeat_wakeup_.wait_until(
         lock, std::min(next_beat, steady_clock::now() + period));
+  }
+}
+
+void AgentSession::OnLogSubscribe(const pb::LogSubscribe& subscribe) {
+  {
+    std::lock_guard<std::mutex> lock(logs_mutex_);
+    log_subscriptions_.insert(subscribe.subscription());
+  }
+  console_->logs().Subscribe(
+      subscribe.subscription(),
+      std::set<int>(subscribe.ranks().begin(), subscribe.ranks().end()),
+      subscribe.follow());
+}
+
+void AgentSession::ForwardLogs() {
+  // Batches of at most 64 KiB of text: one stream write never holds the
+  // write lock for long.
+  constexpr size_t kBatchBytes = 64 * 1024;
+  pb::AgentMessage message;
+  while (!logs_stop_) {
+    {
+      // Only with a credit: a stalled stream then fills the bounded
+      // queues (log_ring.h) rather than blocking in Write with the lock
+      // that heartbeats take.
+      std::unique_lock<std::mutex> lock(logs_mutex_);
+      if (!log_credit_.wait_for(lock, std::chrono::milliseconds(100),
+                                [this] { return log_credits_ > 0; })) {
+        continue;
+      }
+    }
+    if (!console_->logs().TakeBatch(message.mutable_log_batch(), kBatchBytes,
+                                    std::chrono::milliseconds(100))) {
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(logs_mutex_);
+      if (log_subscriptions_.count(message.log_batch().subscription()) == 0) {
+        continue;  // an earlier connection's
+      }
+      if (message.log_batch().history_done() &&
+          !console_->logs().Follows(message.log_batch().subscription())) {
+        log_subscriptions_.erase(message.log_batch().subscription());
+      }
+      --log_credits_;
+    }
+    Write(message);
   }
 }
 

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,11 @@ class AgentSession {
  private:
   bool Write(const trl::launch::v1::AgentMessage& message);
   void HeartbeatLoop();
+  // Sends the lines of the coordinator's log subscriptions (LogRing) over
+  // the stream until the session ends. A slow stream only fills the
+  // subscriptions' bounded queues; the workers' pumps never wait for it.
+  void ForwardLogs();
+  void OnLogSubscribe(const trl::launch::v1::LogSubscribe& subscribe);
   // Ends the session once the coordinator has been silent for the lease.
   void WatchLease();
   // Sends heartbeats as datagrams from now on (the stream stays the
@@ -105,6 +111,17 @@ class AgentSession {
   int64_t report_generation_ = -1;                          // guarded
   std::map<int, trl::launch::v1::WorkerExited> own_exits_;  // guarded
   std::atomic<bool> connection_lost_{false};
+
+  // The coordinator's log subscriptions on this connection (ended with
+  // it).
+  std::mutex logs_mutex_;
+  std::set<uint64_t> log_subscriptions_;  // guarded by logs_mutex_
+  // Batches that may be sent before the coordinator acknowledges one
+  // (LogAck); guarded by logs_mutex_.
+  static constexpr int kLogCredits = 2;
+  int log_credits_ = kLogCredits;
+  std::condition_variable log_credit_;
+  std::atomic<bool> logs_stop_{false};
 
   std::mutex group_mutex_;
   std::unique_ptr<WorkerGroup> group_;  // guarded by group_mutex_

@@ -15,7 +15,8 @@ namespace trl {
 
 WorkerOutput::WorkerOutput(int rank, int stdout_fd, int stderr_fd,
                            Console* console, const std::string& log_path)
-    : prefix_("[rank " + std::to_string(rank) + "] "),
+    : rank_(rank),
+      prefix_("[rank " + std::to_string(rank) + "] "),
       log_path_(log_path),
       fds_{stdout_fd, stderr_fd},
       wake_{-1, -1},
@@ -98,6 +99,7 @@ void WorkerOutput::CheckLog() {
 
 void WorkerOutput::EmitLine(bool is_stderr, std::string_view line) {
   console_->WriteLine(is_stderr, prefix_, line);
+  console_->logs().Append(rank_, is_stderr, line);
   WriteLog(line);
   std::lock_guard<std::mutex> lock(mutex_);
   last_lines_.push_back(KeptLine(line));

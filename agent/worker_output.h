@@ -58,6 +58,7 @@ class WorkerOutput {
   void FlushLog();
   void CheckLog();  // reports a failed write, once
 
+  const int rank_;
   const std::string prefix_;
   const std::string log_path_;
   int fds_[2];

@@ -41,6 +41,8 @@
 #include "coordinator/events_client.h"
 #include "coordinator/grpc_service.h"
 #include "coordinator/job_state_file.h"
+#include "coordinator/log_relay.h"
+#include "coordinator/logs_client.h"
 #include "coordinator/ps_client.h"
 #include "coordinator/refused_calls.h"
 #include "coordinator/rendezvous.h"
@@ -371,10 +373,11 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         ->SetAuthMetadataProcessor(std::make_shared<trl::CallAuthenticator>(
             trl::BearerValue(*auth_token), store_token_ok));
   }
+  trl::LogRelay log_relay(&core);  // `trl-coord logs`
   auto server = trl::CoordinatorServer::Start(
       *host, config->main_process_port, &core, identity ? "" : *auth_token,
       *server_credentials, identity ? nullptr : store.service(),
-      idle_connection_ms, /*peer_identity=*/identity.has_value());
+      idle_connection_ms, /*peer_identity=*/identity.has_value(), &log_relay);
   if (!server.ok()) return Fail(std::string(server.status().message()));
   // At most 64 connections from one address and half the descriptors in
   // all, on each port (connection_limits.h); registered agents and workers
@@ -516,6 +519,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   }
   core.WaitForFarewells(steady_clock::now() + std::chrono::seconds(10));
   if (agent_thread.joinable()) agent_thread.join();
+  log_relay.EndAll();  // `logs -f` clients end (exit 0) with the job
   {
     std::lock_guard<std::mutex> lock(ticker_mutex);
     done = true;
@@ -601,6 +605,11 @@ int main(int argc, char** argv) {
   CLI::App* ps = app.add_subcommand("ps", "Show a running job");
   trl::AddPsFlags(*ps, ps_flags);
 
+  trl::LogsFlags logs_flags;
+  CLI::App* logs = app.add_subcommand(
+      "logs", "Show the workers' output (retained lines; -f follows)");
+  trl::AddLogsFlags(*logs, logs_flags);
+
   trl::EventsFlags events_flags;
   CLI::App* events = app.add_subcommand(
       "events", "Show a job's history (on the coordinator's machine)");
@@ -615,5 +624,6 @@ int main(int argc, char** argv) {
   start_flags.launch.allow_free_port = true;
   if (start->parsed()) return Start(start_flags, command);
   if (events->parsed()) return trl::RunEvents(events_flags);
+  if (logs->parsed()) return trl::RunLogs(logs_flags);
   return trl::RunPs(ps_flags);
 }

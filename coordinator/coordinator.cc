@@ -520,6 +520,18 @@ void Coordinator::SendToRegistered(const pb::CoordinatorMessage& message) {
   for (const auto& [link, agent] : registered_) link->Send(message);
 }
 
+int Coordinator::SendToMachines(const std::set<int>& machines,
+                                const pb::CoordinatorMessage& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int sent = 0;
+  for (const auto& [link, agent] : registered_) {
+    if (!machines.empty() && machines.count(agent.machine_rank) == 0) continue;
+    link->Send(message);
+    ++sent;
+  }
+  return sent;
+}
+
 void Coordinator::OnDisconnected(AgentLink* link) {
   std::lock_guard<std::mutex> lock(mutex_);
   links_.erase(link);

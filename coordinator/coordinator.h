@@ -127,6 +127,11 @@ class Coordinator {
   std::vector<DatagramReply> OnHeartbeatDatagrams(
       const std::vector<std::string_view>& datagrams);
 
+  // Queues `message` on the stream of each registered agent of
+  // `machines` (every one when empty); returns how many (log_relay.h).
+  int SendToMachines(const std::set<int>& machines,
+                     const trl::launch::v1::CoordinatorMessage& message);
+
   // The job's history (job_events.h).
   trl::launch::v1::JobEvents Events() const;
 

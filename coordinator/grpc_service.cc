@@ -17,6 +17,7 @@
 #include "common/grpc_handoff.h"
 #include "common/logging.h"
 #include "common/network.h"
+#include "coordinator/log_relay.h"
 #include "coordinator/refused_calls.h"
 #include "proto/trl_launch.grpc.pb.h"
 
@@ -35,8 +36,8 @@ class AgentStream
     : public grpc::ServerBidiReactor<pb::AgentMessage, pb::CoordinatorMessage>,
       public AgentLink {
  public:
-  AgentStream(Coordinator* core, std::string peer)
-      : core_(core), peer_(std::move(peer)) {
+  AgentStream(Coordinator* core, LogRelay* logs, std::string peer)
+      : core_(core), logs_(logs), peer_(std::move(peer)) {
     HandToGrpc(this);
     StartRead(&incoming_);
   }
@@ -96,7 +97,16 @@ class AgentStream
       Close();
       return;
     }
-    core_->OnMessage(this, incoming_);
+    if (incoming_.has_log_batch()) {
+      // Worker output for `trl-coord logs`: the relay, not the job's lock.
+      // The ack lets the agent send its next batch (LogAck).
+      if (logs_ != nullptr) logs_->OnAgentBatch(incoming_.log_batch());
+      pb::CoordinatorMessage ack;
+      ack.mutable_log_ack();
+      Send(ack);
+    } else {
+      core_->OnMessage(this, incoming_);
+    }
     HandToGrpc(this);
     StartRead(&incoming_);
   }
@@ -109,6 +119,7 @@ class AgentStream
 
  private:
   Coordinator* const core_;
+  LogRelay* const logs_;
   const std::string peer_;
   pb::AgentMessage incoming_;
   std::mutex mutex_;
@@ -166,10 +177,24 @@ class RefusedStream
   }
 };
 
+class RefusedLogStream : public grpc::ServerWriteReactor<pb::LogBatch> {
+ public:
+  explicit RefusedLogStream(const grpc::Status& status) {
+    HandToGrpc(this);
+    Finish(status);
+  }
+  void OnDone() override {
+    TakeFromGrpc(this);
+    delete this;
+  }
+};
+
 class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
  public:
-  Service(Coordinator* core, std::string auth_token, bool peer_identity)
+  Service(Coordinator* core, std::string auth_token, bool peer_identity,
+          LogRelay* logs)
       : core_(core),
+        logs_(logs),
         expected_(auth_token.empty() ? "" : BearerValue(auth_token)),
         peer_identity_(peer_identity) {}
 
@@ -178,7 +203,7 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
     if (grpc::Status refused = Authenticate(*context); !refused.ok()) {
       return new RefusedStream(refused);
     }
-    return new AgentStream(core_, context->peer());
+    return new AgentStream(core_, logs_, context->peer());
   }
 
   grpc::ServerUnaryReactor* GetJobStatus(grpc::CallbackServerContext* context,
@@ -192,6 +217,18 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
     *reply = core_->Status(*request);
     reactor->Finish(grpc::Status::OK);
     return reactor;
+  }
+
+  grpc::ServerWriteReactor<pb::LogBatch>* StreamLogs(
+      grpc::CallbackServerContext* context,
+      const pb::LogsRequest* request) override {
+    grpc::Status refused = Authenticate(*context);
+    if (refused.ok() && logs_ == nullptr) {
+      refused = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                             "this coordinator relays no logs");
+    }
+    if (!refused.ok()) return new RefusedLogStream(refused);
+    return logs_->Open(*request);
   }
 
  private:
@@ -224,6 +261,7 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
   }
 
   Coordinator* const core_;
+  LogRelay* const logs_;
   const std::string expected_;  // "Bearer TOKEN", or "" for --insecure
   const bool peer_identity_;    // TLS with the token's derived identity
   RefusedCallLog refused_;
@@ -233,7 +271,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& host, int port, Coordinator* core,
     const std::string& auth_token,
     std::shared_ptr<grpc::ServerCredentials> credentials, grpc::Service* store,
-    int idle_connection_ms, bool peer_identity) {
+    int idle_connection_ms, bool peer_identity, LogRelay* logs) {
   if (port != 0) {
     if (absl::Status status = CheckCanListen(host, port); !status.ok()) {
       return status;
@@ -242,7 +280,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
   if (core != nullptr) {
     server->service_ =
-        std::make_unique<Service>(core, auth_token, peer_identity);
+        std::make_unique<Service>(core, auth_token, peer_identity, logs);
   }
   grpc::ServerBuilder builder;
   // One coordinator per port: never share it with another process.

@@ -18,6 +18,8 @@ class Service;
 
 namespace trl {
 
+class LogRelay;
+
 // Whether host:port can be bound now, and if not, why (gRPC's own failure
 // to bind says little).
 absl::Status CheckCanListen(const std::string& host, int port);
@@ -32,12 +34,14 @@ class CoordinatorServer {
   // credentials require the token's derived identity of every client
   // (common/derived_identity.h) and no bearer token is expected. `core`
   // may be null for a server of the store alone; port 0 picks a free one.
+  // `logs` (may be null: StreamLogs is then unimplemented; must outlive the
+  // server) serves `trl-coord logs` and takes the agents' log batches.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       const std::string& host, int port, Coordinator* core,
       const std::string& auth_token,
       std::shared_ptr<grpc::ServerCredentials> credentials,
       grpc::Service* store = nullptr, int idle_connection_ms = 60000,
-      bool peer_identity = false);
+      bool peer_identity = false, LogRelay* logs = nullptr);
   ~CoordinatorServer();
 
   int port() const { return port_; }

@@ -1,0 +1,62 @@
+// `trl-coord logs` on the coordinator's side: each client's StreamLogs
+// call becomes a log subscription on the agents that hold its ranks
+// (LogSubscribe on their streams); the lines they send back (LogBatch,
+// read off the agent streams without the coordinator's lock) are relayed
+// to the client.
+//
+// Memory is bounded whatever the workers print: each client has a queue
+// of at most kClientQueueBytes, and lines that do not fit are dropped for
+// that client, counted, with a marker where they were (a slow client never
+// slows the agents, the other clients or the job); at most kMaxClients
+// clients at once. A client's leaving ends its subscriptions on the agents
+// (LogUnsubscribe).
+#ifndef TRL_COORDINATOR_LOG_RELAY_H_
+#define TRL_COORDINATOR_LOG_RELAY_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "coordinator/coordinator.h"
+#include "proto/trl_launch.pb.h"
+
+namespace trl {
+
+class LogRelay {
+ public:
+  static constexpr size_t kClientQueueBytes = 4 << 20;
+  static constexpr size_t kBatchBytes = 64 * 1024;
+  static constexpr size_t kMaxClients = 8;
+
+  // `core` must outlive the relay.
+  explicit LogRelay(Coordinator* core) : core_(core) {}
+
+  // The reactor for one authenticated StreamLogs call; an unknown rank or
+  // machine ends it with INVALID_ARGUMENT naming it.
+  grpc::ServerWriteReactor<trl::launch::v1::LogBatch>* Open(
+      const trl::launch::v1::LogsRequest& request);
+  // A batch an agent sent; never blocks.
+  void OnAgentBatch(const trl::launch::v1::LogBatch& batch);
+  // The job ended: every client's stream ends (OK) once its queue is sent.
+  void EndAll();
+
+  class Client;
+
+ private:
+  friend class Client;
+  void Forget(uint64_t id);
+
+  Coordinator* const core_;
+  std::mutex mutex_;
+  uint64_t next_id_ = 1;
+  bool ended_ = false;                                   // guarded
+  std::map<uint64_t, std::shared_ptr<Client>> clients_;  // guarded
+};
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_LOG_RELAY_H_

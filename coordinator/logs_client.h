@@ -1,0 +1,59 @@
+// `trl-coord logs`: the workers' output, from any machine, through the
+// coordinator (log_relay.h): the lines each agent retained of the chosen
+// ranks, then with -f every new line until the job ends or Ctrl-C. Each
+// line is printed as `TIME [rank N] text` (TIME in UTC, when its agent read
+// it); lines dropped for a slow reader are shown as `[N lines dropped]`.
+#ifndef TRL_COORDINATOR_LOGS_CLIENT_H_
+#define TRL_COORDINATOR_LOGS_CLIENT_H_
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/trl_launch.grpc.pb.h"
+
+namespace CLI {
+class App;
+}
+
+namespace trl {
+
+struct LogsFlags {
+  std::string config_file;
+  std::string address;  // host:port; overrides the config
+  std::optional<int> rank;
+  std::optional<int> machine_rank;
+  bool follow = false;
+  double timeout_s = 10;  // without -f
+  std::string auth_token_file;
+  bool insecure = false;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+};
+
+void AddLogsFlags(CLI::App& app, LogsFlags& flags);
+
+// A stub of the coordinator the flags name, authenticated as the daemons
+// are (the token's derived identity, or the bearer token within the
+// user's TLS), and the header each call must carry (may be empty).
+struct CoordinatorClient {
+  std::string address;
+  std::unique_ptr<trl::launch::v1::Coordinator::Stub> stub;
+  std::string bearer;  // "Bearer TOKEN" or ""
+};
+absl::StatusOr<CoordinatorClient> ConnectToCoordinator(const LogsFlags& flags);
+
+// One line as `logs` prints it.
+std::string FormatLogLine(const trl::launch::v1::LogLine& line);
+
+// Returns the process exit code: 0 (the retained lines shown; with -f, the
+// job ended), 1 when the coordinator cannot be reached or the stream
+// broke, 2 for bad flags, config, or a rank or machine the job lacks.
+int RunLogs(const LogsFlags& flags);
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_LOGS_CLIENT_H_
