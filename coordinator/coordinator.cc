@@ -81,8 +81,6 @@ Coordinator::Coordinator(CoordinatorOptions options,
     : options_(std::move(options)),
       rendezvous_(std::move(rendezvous)),
       clock_(std::move(clock)),
-      events_(JobEventLog::PathFor(options_.state_file),
-              options_.resume.has_value()),
       machine_(
           JobSettings{options_.job_id, options_.config.num_machines,
                       options_.config.ProcessesPerMachine(),
@@ -92,7 +90,9 @@ Coordinator::Coordinator(CoordinatorOptions options,
                       std::chrono::milliseconds(
                           static_cast<int64_t>(options_.stop_grace_s * 1000)),
                       options_.tick_interval},
-          clock_()) {
+          clock_()),
+      events_(JobEventLog::PathFor(options_.state_file),
+              options_.resume.has_value()) {
   if (options_.resume) {
     // The rest of the backoff, from wall-clock time to the steady clock;
     // never more than the backoff's cap (a clock that jumped back).
@@ -518,6 +518,12 @@ void Coordinator::Tick() {
 
 void Coordinator::SendToRegistered(const pb::CoordinatorMessage& message) {
   for (const auto& [link, agent] : registered_) link->Send(message);
+}
+
+int Coordinator::MachineOf(const AgentLink* link) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = registered_.find(const_cast<AgentLink*>(link));
+  return found == registered_.end() ? -1 : found->second.machine_rank;
 }
 
 int Coordinator::SendToMachines(const std::set<int>& machines,

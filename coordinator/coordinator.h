@@ -127,6 +127,9 @@ class Coordinator {
   std::vector<DatagramReply> OnHeartbeatDatagrams(
       const std::vector<std::string_view>& datagrams);
 
+  // The machine whose registered agent holds `link`'s stream, or -1 (not
+  // registered, or no longer).
+  int MachineOf(const AgentLink* link) const;
   // Queues `message` on the stream of each registered agent of
   // `machines` (every one when empty); returns how many (log_relay.h).
   int SendToMachines(const std::set<int>& machines,

@@ -100,7 +100,9 @@ class AgentStream
     if (incoming_.has_log_batch()) {
       // Worker output for `trl-coord logs`: the relay, not the job's lock.
       // The ack lets the agent send its next batch (LogAck).
-      if (logs_ != nullptr) logs_->OnAgentBatch(incoming_.log_batch());
+      if (logs_ != nullptr) {
+        logs_->OnAgentBatch(core_->MachineOf(this), incoming_.log_batch());
+      }
       pb::CoordinatorMessage ack;
       ack.mutable_log_ack();
       Send(ack);

@@ -262,13 +262,17 @@ grpc::ServerWriteReactor<pb::LogBatch>* LogRelay::Open(
   return client.get();
 }
 
-void LogRelay::OnAgentBatch(const pb::LogBatch& batch) {
+void LogRelay::OnAgentBatch(int machine, const pb::LogBatch& batch) {
+  if (machine < 0) return;  // a stream that has not registered
   std::shared_ptr<Client> client;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = clients_.find(batch.subscription());
     if (it == clients_.end()) return;  // a client that left
     client = it->second;
+  }
+  if (!client->machines().empty() && client->machines().count(machine) == 0) {
+    return;  // not a machine this subscription was sent to
   }
   client->Push(batch, batch.history_done() ? 1 : 0);
 }

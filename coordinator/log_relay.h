@@ -39,8 +39,10 @@ class LogRelay {
   // machine ends it with INVALID_ARGUMENT naming it.
   grpc::ServerWriteReactor<trl::launch::v1::LogBatch>* Open(
       const trl::launch::v1::LogsRequest& request);
-  // A batch an agent sent; never blocks.
-  void OnAgentBatch(const trl::launch::v1::LogBatch& batch);
+  // A batch the registered agent of `machine` sent (-1: not registered);
+  // never blocks. A batch for a subscription its machine was not sent is
+  // dropped: no agent speaks for another machine's ranks.
+  void OnAgentBatch(int machine, const trl::launch::v1::LogBatch& batch);
   // The job ended: every client's stream ends (OK) once its queue is sent.
   void EndAll();
 

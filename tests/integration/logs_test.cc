@@ -107,7 +107,9 @@ TEST_F(LogsTest, FollowShowsARankOfAnotherAgentAsItPrints) {
     int tick = -1;
     ASSERT_EQ(std::sscanf(match[2].str().c_str(), "tick %d of 3", &tick), 1)
         << line;
-    if (expected >= 0) EXPECT_EQ(tick, expected) << logs->Stdout();
+    if (expected >= 0) {
+      EXPECT_EQ(tick, expected) << logs->Stdout();
+    }
     expected = tick + 1;
   }
   EXPECT_EQ(expected, 40) << logs->Stdout();
