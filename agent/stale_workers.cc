@@ -20,7 +20,9 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
                                     int machine_rank) {
   const std::string address_entry =
       "TRL_LAUNCH_COORDINATOR=" + coordinator_address;
-  const std::string rank_entry = "GROUP_RANK=" + std::to_string(machine_rank);
+  // Every worker has it, a plain process too (GROUP_RANK is torchrun's).
+  const std::string rank_entry =
+      "TRL_MACHINE_RANK=" + std::to_string(machine_rank);
   const pid_t self = getpid();
   StaleProcesses result;
   std::set<pid_t> killed;

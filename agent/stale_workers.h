@@ -3,7 +3,7 @@
 // SIGSTOP, or cut off and not yet at the end of its lease) ends what that
 // agent left before it registers: the workers, recognised by the launch
 // variables they inherited (TRL_LAUNCH_COORDINATOR, the coordinator as agents
-// dial it, and GROUP_RANK), with their process groups, and the trl-agent
+// dial it, and TRL_MACHINE_RANK), with their process groups, and the trl-agent
 // process that started them. The coordinator then hands the machine's ranks to
 // the new agent at once, without two generations of a rank alive together
 // (invariant 1).

@@ -238,10 +238,11 @@ Environment BuildWorkerEnvironment(const Environment& inherited,
     env["LOCAL_WORLD_SIZE"] = std::to_string(in.local_world_size);
     if (!in.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
     set_unless_inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    env["GROUP_RANK"] = std::to_string(in.machine_rank);
   }
-  // Also for a plain process: an agent finds what an earlier agent of its
-  // machine left running by it (stale_workers.cc).
-  env["GROUP_RANK"] = std::to_string(in.machine_rank);
+  // Also for a plain process (which Accelerate gives no GROUP_RANK): an
+  // agent finds what an earlier agent of its machine left running by it
+  // (stale_workers.cc).
   if (!in.heartbeat_file.empty()) env["TRL_HEARTBEAT_FILE"] = in.heartbeat_file;
   env["TRL_MACHINE_RANK"] = std::to_string(in.machine_rank);
 

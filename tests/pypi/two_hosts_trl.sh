@@ -10,7 +10,8 @@
 # final weights; nothing may be left on either host.
 #
 # Usage: two_hosts_trl.sh BUILD_DIR CONFIG
-#   CONFIG: ddp (TRL's multi_node.yaml), zero2, zero3 (TRL's DeepSpeed
+#   CONFIG: no, multi_cpu (one process on host 1: Accelerate's plain
+#   launcher, DistributedType.NO), ddp (TRL's multi_node.yaml), zero2, zero3 (TRL's DeepSpeed
 #   configs: DeepSpeed's CPU accelerator over gloo), fsdp2 (Accelerate
 #   enables FSDP only on GPUs: on CPU the job trains as plain DDP, and the
 #   workers' FSDP variables are compared), fsdp1 (the environment only:
@@ -26,13 +27,17 @@ venv=${TRL_PYPI_VENV:-/var/cache/trl-launch/pypi-venv}
 [ -x "$venv/bin/accelerate" ] && [ -x "$venv/bin/python" ] ||
   skip_or_fail "no PyPI virtual environment at $venv (scripts/pypi_venv.sh makes it)"
 
+# machines x processes in all; the single-process types run on host 1.
+machines=2 processes=4 distributed_type=""
 case $config in
   ddp) source_config=multi_node.yaml ;;
   zero2) source_config=deepspeed_zero2.yaml ;;
   zero3) source_config=deepspeed_zero3.yaml ;;
   fsdp1) source_config=fsdp1.yaml ;;
   fsdp2) source_config=fsdp2.yaml ;;
-  *) echo "unknown CONFIG '$config' (ddp, zero2, zero3, fsdp1, fsdp2)"; exit 2 ;;
+  no) source_config=single_gpu.yaml machines=1 processes=1 distributed_type=NO ;;
+  multi_cpu) source_config=single_gpu.yaml machines=1 processes=1 distributed_type=MULTI_CPU ;;
+  *) echo "unknown CONFIG '$config' (ddp, zero2, zero3, fsdp1, fsdp2, no, multi_cpu)"; exit 2 ;;
 esac
 
 work=$(mktemp -d)
@@ -51,23 +56,29 @@ fail=0
 # machine 0's address and a port. Everything else is TRL's own.
 port=$(( 29500 + $$ % 400 ))
 "$venv/bin/python" - "$here/../data/accelerate_configs/$source_config" \
-  "$work/config.yaml" "$master" "$port" <<'EOF'
+  "$work/config.yaml" "$master" "$port" "$machines" "$processes" \
+  "$distributed_type" <<'EOF'
 import sys, yaml
-source, target, ip, port = sys.argv[1:]
+source, target, ip, port, machines, processes, distributed_type = sys.argv[1:]
 with open(source) as f:
     config = yaml.safe_load(f)
-config.update(num_machines=2, num_processes=4, machine_rank=0,
-              main_process_ip=ip, main_process_port=int(port))
+config.update(num_machines=int(machines), num_processes=int(processes),
+              machine_rank=0, main_process_ip=ip, main_process_port=int(port))
+if distributed_type:
+    config.update(distributed_type=distributed_type, use_cpu=True)
 with open(target, "w") as f:
     yaml.safe_dump(config, f)
 EOF
-echo "== $config: $source_config as a 2 x 2 job"
+echo "== $config: $source_config as a $machines-machine job of $processes process(es)"
 cat "$work/config.yaml"
 
 export PATH="$venv/bin:$PATH" TOKENIZERS_PARALLELISM=false \
   HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_NO_ADVISORY_WARNINGS=1
 job=("$here/sft_job.py")
-job_args=(--ddp_backend gloo --use_cpu)
+job_args=(--use_cpu)
+# A process group over gloo, as TRL's CPU docs say (a single process has
+# none).
+[ "$processes" -gt 1 ] && job_args+=(--ddp_backend gloo)
 compare_args=()
 if [ "$config" = fsdp1 ]; then
   job_args+=(--environment_only); compare_args+=(--environment_only)
@@ -86,37 +97,44 @@ check_hosts_empty() {
 }
 
 # With `accelerate launch`, as the user ran it: the same command on both.
-for i in 1 2; do
+for i in $(seq 1 "$machines"); do
   testhosts_exec $i timeout -k 10 600 accelerate launch --config_file "$work/config.yaml" \
     --machine_rank $((i - 1)) "${job[@]}" "$work/accelerate" "${job_args[@]}" \
     >"$work/accelerate.$i.log" 2>&1 &
   eval "accelerate_pid_$i=$!"
 done
-wait "$accelerate_pid_1"; rc1=$?
-wait "$accelerate_pid_2"; rc2=$?
-echo "== accelerate launch: exit $rc1 (machine 0), $rc2 (machine 1)"
-if [ $rc1 != 0 ] || [ $rc2 != 0 ]; then
-  echo "FAIL: accelerate launch"; tail -n 40 "$work/accelerate.1.log" "$work/accelerate.2.log"; fail=1
-fi
+for i in $(seq 1 "$machines"); do
+  eval "wait \"\$accelerate_pid_$i\""; rc=$?
+  echo "== accelerate launch: exit $rc (machine $((i - 1)))"
+  if [ $rc != 0 ]; then
+    echo "FAIL: accelerate launch on machine $((i - 1))"
+    tail -n 40 "$work/accelerate.$i.log"; fail=1
+  fi
+done
 check_hosts_empty "accelerate launch"
 
 # With trl-launch: the coordinator on machine 0, an agent on machine 1.
-testhosts_exec 2 "$build/agent/trl-agent" --config_file "$work/config.yaml" \
-  --machine_rank 1 >"$work/agent.log" 2>&1 &
-agent=$!
+agent_rc=0
+if [ "$machines" = 2 ]; then
+  testhosts_exec 2 "$build/agent/trl-agent" --config_file "$work/config.yaml" \
+    --machine_rank 1 >"$work/agent.log" 2>&1 &
+  agent=$!
+fi
 testhosts_exec 1 timeout -k 10 600 "$build/coordinator/trl-coord" start --config_file "$work/config.yaml" \
   "${job[@]}" "$work/trl" "${job_args[@]}" >"$work/coord.log" 2>&1
 coord_rc=$?
-wait $agent; agent_rc=$?
+[ "$machines" = 2 ] && { wait $agent; agent_rc=$?; }
 echo "== trl-launch: trl-coord exit $coord_rc, trl-agent exit $agent_rc"
 if [ $coord_rc != 0 ] || [ $agent_rc != 0 ]; then
-  echo "FAIL: trl-launch"; tail -n 40 "$work/coord.log" "$work/agent.log"; fail=1
+  echo "FAIL: trl-launch"; tail -n 40 "$work/coord.log"
+  [ "$machines" = 2 ] && tail -n 40 "$work/agent.log"
+  fail=1
 fi
 check_hosts_empty "trl-launch"
 
 if [ $fail = 0 ]; then
   "$venv/bin/python" "$here/compare_runs.py" "$config" "$work/accelerate" "$work/trl" \
-    "${compare_args[@]}" || fail=1
+    --world "$processes" "${compare_args[@]}" || fail=1
 fi
 [ $fail = 0 ] && echo "PASS: $config" || echo "FAIL: $config"
 exit $fail

@@ -282,8 +282,9 @@ TEST(JobEnvironmentTest, NoWithOneProcessIsAPlainProcess) {
   inputs.gpu_ids = "1";
   inputs.error_file = "/tmp/e.json";
   const Environment env = BuildWorkerEnvironment({}, job, inputs);
-  for (const char* name : {"RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                           "ROLE_RANK", "TORCHELASTIC_ERROR_FILE"}) {
+  for (const char* name :
+       {"RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "ROLE_RANK",
+        "TORCHELASTIC_ERROR_FILE", "GROUP_RANK"}) {
     EXPECT_EQ(env.count(name), 0u) << name;
   }
   ExpectContains(env, {{"TRL_MACHINE_RANK", "0"},
