@@ -8,66 +8,23 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth_token.h"
-#include "common/launch_options.h"
-#include "common/local_machine.h"
-#include "common/network.h"
-#include "common/tls_credentials.h"
 
 namespace trl {
 
 namespace pb = trl::launch::v1;
 
 void AddLogsFlags(CLI::App& app, LogsFlags& flags) {
-  app.add_option("--config_file,--config-file", flags.config_file,
-                 "Accelerate config of the job (main_process_ip:port)");
-  app.add_option("--address", flags.address,
-                 "The coordinator's host:port (overrides the config)");
-  app.add_option("--rank", flags.rank, "Only this rank's output");
+  AddAddressFlags(app, flags.connection);
+  app.add_option("--rank", flags.rank, "Only this rank's output")
+      ->check(CLI::Range(0, (1 << 24) - 1));
   app.add_option("--machine,--machine_rank,--machine-rank", flags.machine_rank,
-                 "Only the output of this machine's ranks");
+                 "Only the output of this machine's ranks")
+      ->check(CLI::Range(0, (1 << 24) - 1));
   app.add_flag("-f,--follow", flags.follow,
                "Keep printing new lines until the job ends (or Ctrl-C)");
   app.add_option("--timeout", flags.timeout_s,
                  "Without -f: seconds to wait for the retained lines");
-  app.add_option("--auth_token_file,--auth-token-file", flags.auth_token_file,
-                 "File holding the shared auth token (default: "
-                 "TRL_AUTH_TOKEN, else ~/.trl/token)");
-  app.add_flag("--insecure", flags.insecure, "Send no auth token");
-  app.add_option("--tls_cert,--tls-cert", flags.tls_cert,
-                 "Client TLS certificate (PEM)");
-  app.add_option("--tls_key,--tls-key", flags.tls_key,
-                 "The private key of --tls_cert (PEM)");
-  app.add_option("--tls_ca,--tls-ca", flags.tls_ca,
-                 "CA certificate (PEM) of the coordinator's certificate");
-}
-
-absl::StatusOr<CoordinatorClient> ConnectToCoordinator(const LogsFlags& flags) {
-  CoordinatorClient client;
-  client.address = flags.address;
-  if (client.address.empty()) {
-    LaunchOptions options;
-    options.config_file = flags.config_file;
-    auto config = ResolveLaunchConfig(options, ReadLocalMachine());
-    if (!config.ok()) return config.status();
-    client.address =
-        JoinHostPort(config->main_process_ip, config->main_process_port);
-  }
-  auto token = ResolveAuthToken(flags.auth_token_file, flags.insecure,
-                                /*create_if_missing=*/false);
-  if (!token.ok()) return token.status();
-  auto security = ClientSecurityFor(
-      TlsFiles{flags.tls_cert, flags.tls_key, flags.tls_ca}, *token);
-  if (!security.ok()) return security.status();
-  grpc::ChannelArguments args;
-  if (security->derived_identity) SetDerivedServerName(&args);
-  // Batches of up to 64 KiB of text and their framing.
-  args.SetMaxReceiveMessageSize(4 << 20);
-  client.stub = pb::Coordinator::NewStub(
-      grpc::CreateCustomChannel(client.address, security->credentials, args));
-  if (!security->bearer_token.empty()) {
-    client.bearer = BearerValue(security->bearer_token);
-  }
-  return client;
+  AddCredentialFlags(app, flags.connection);
 }
 
 std::string FormatLogLine(const pb::LogLine& line) {
@@ -87,7 +44,7 @@ std::string FormatLogLine(const pb::LogLine& line) {
 }
 
 int RunLogs(const LogsFlags& flags) {
-  auto client = ConnectToCoordinator(flags);
+  auto client = ConnectToCoordinator(flags.connection, kMaxLogBatchBytes);
   if (!client.ok()) {
     std::fprintf(stderr, "trl-coord logs: error: %s\n",
                  std::string(client.status().message()).c_str());

@@ -7,11 +7,10 @@
 #define TRL_COORDINATOR_LOGS_CLIENT_H_
 
 #include <cstdio>
-#include <memory>
 #include <optional>
 #include <string>
 
-#include "absl/status/statusor.h"
+#include "coordinator/coordinator_client.h"
 #include "proto/trl_launch.grpc.pb.h"
 
 namespace CLI {
@@ -21,32 +20,18 @@ class App;
 namespace trl {
 
 struct LogsFlags {
-  std::string config_file;
-  std::string address;  // host:port; overrides the config
+  CoordinatorConnectionFlags connection;
   std::optional<int> rank;
   std::optional<int> machine_rank;
   bool follow = false;
   double timeout_s = 10;  // without -f
-  std::string auth_token_file;
-  bool insecure = false;
-  std::string tls_cert;
-  std::string tls_key;
-  std::string tls_ca;
 };
 
 void AddLogsFlags(CLI::App& app, LogsFlags& flags);
 
-// A stub of the coordinator the flags name, authenticated as the daemons
-// are (the token's derived identity, or the bearer token within the
-// user's TLS), and the header each call must carry (may be empty).
-struct CoordinatorClient {
-  std::string address;
-  std::unique_ptr<trl::launch::v1::Coordinator::Stub> stub;
-  std::string bearer;  // "Bearer TOKEN" or ""
-};
-absl::StatusOr<CoordinatorClient> ConnectToCoordinator(const LogsFlags& flags);
+// Batches of up to 64 KiB of text and their framing.
+inline constexpr int kMaxLogBatchBytes = 4 << 20;
 
-// One line as `logs` prints it.
 std::string FormatLogLine(const trl::launch::v1::LogLine& line);
 
 // Returns the process exit code: 0 (the retained lines shown; with -f, the

@@ -6,10 +6,6 @@
 #include <cstdio>
 
 #include "common/auth_token.h"
-#include "common/launch_options.h"
-#include "common/local_machine.h"
-#include "common/network.h"
-#include "common/tls_credentials.h"
 #include "coordinator/job_table.h"
 #include "coordinator/status_view.h"
 #include "proto/trl_launch.grpc.pb.h"
@@ -23,10 +19,7 @@ constexpr int kMaxStatusBytes = 256 << 20;
 }  // namespace
 
 void AddPsFlags(CLI::App& app, PsFlags& flags) {
-  app.add_option("--config_file,--config-file", flags.config_file,
-                 "Accelerate config of the job (main_process_ip:port)");
-  app.add_option("--address", flags.address,
-                 "The coordinator's host:port (overrides the config)");
+  AddAddressFlags(app, flags.connection);
   app.add_flag("--json", flags.json, "Print JSON");
   app.add_flag("--ranks", flags.every_row,
                "List every machine and rank, however large the job (a job "
@@ -36,63 +29,28 @@ void AddPsFlags(CLI::App& app, PsFlags& flags) {
                "ranks that need attention, the last failures), whatever the "
                "job's size; with --json, as JSON");
   app.add_option("--timeout", flags.timeout_s, "Seconds to wait for an answer");
-  app.add_option("--auth_token_file,--auth-token-file", flags.auth_token_file,
-                 "File holding the shared auth token (default: "
-                 "TRL_AUTH_TOKEN, else ~/.trl/token)");
-  app.add_flag("--insecure", flags.insecure, "Send no auth token");
-  app.add_option("--tls_cert,--tls-cert", flags.tls_cert,
-                 "Client TLS certificate (PEM)");
-  app.add_option("--tls_key,--tls-key", flags.tls_key,
-                 "The private key of --tls_cert (PEM)");
-  app.add_option("--tls_ca,--tls-ca", flags.tls_ca,
-                 "CA certificate (PEM) of the coordinator's certificate");
+  AddCredentialFlags(app, flags.connection);
 }
 
 int RunPs(const PsFlags& flags) {
-  std::string address = flags.address;
-  if (address.empty()) {
-    LaunchOptions options;
-    options.config_file = flags.config_file;
-    auto config = ResolveLaunchConfig(options, ReadLocalMachine());
-    if (!config.ok()) {
-      std::fprintf(stderr, "trl-coord ps: error: %s\n",
-                   std::string(config.status().message()).c_str());
-      return 2;
-    }
-    address = JoinHostPort(config->main_process_ip, config->main_process_port);
-  }
-  auto token = ResolveAuthToken(flags.auth_token_file, flags.insecure,
-                                /*create_if_missing=*/false);
-  if (!token.ok()) {
-    std::fprintf(stderr, "trl-coord ps: error: %s\n",
-                 std::string(token.status().message()).c_str());
-    return 2;
-  }
-  auto security = ClientSecurityFor(
-      TlsFiles{flags.tls_cert, flags.tls_key, flags.tls_ca}, *token);
-  if (!security.ok()) {
-    std::fprintf(stderr, "trl-coord ps: error: %s\n",
-                 std::string(security.status().message()).c_str());
-    return 2;
-  }
-  grpc::ChannelArguments args;
-  if (security->derived_identity) SetDerivedServerName(&args);
   // The whole status of 16,384 machines is about 4 MB, gRPC's default
   // bound on what a client takes: --json and --ranks would fail there.
-  args.SetMaxReceiveMessageSize(kMaxStatusBytes);
-  auto channel =
-      grpc::CreateCustomChannel(address, security->credentials, args);
-  auto stub = pb::Coordinator::NewStub(channel);
+  auto client = ConnectToCoordinator(flags.connection, kMaxStatusBytes);
+  if (!client.ok()) {
+    std::fprintf(stderr, "trl-coord ps: error: %s\n",
+                 std::string(client.status().message()).c_str());
+    return 2;
+  }
+  const std::string& address = client->address;
   auto ask = [&](const pb::JobStatusRequest& request, pb::JobStatus* status) {
     grpc::ClientContext context;
-    if (!security->bearer_token.empty()) {
-      context.AddMetadata(kAuthMetadataKey,
-                          BearerValue(security->bearer_token));
+    if (!client->bearer.empty()) {
+      context.AddMetadata(kAuthMetadataKey, client->bearer);
     }
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(
                              static_cast<int64_t>(flags.timeout_s * 1000)));
-    return stub->GetJobStatus(&context, request, status);
+    return client->stub->GetJobStatus(&context, request, status);
   };
   // The whole status for --json and --ranks; otherwise the summary, which
   // carries the totals: a small job is then asked for whole, and printed

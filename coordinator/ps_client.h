@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "coordinator/coordinator_client.h"
+
 namespace CLI {
 class App;
 }
@@ -12,17 +14,11 @@ class App;
 namespace trl {
 
 struct PsFlags {
-  std::string config_file;
-  std::string address;  // host:port; overrides the config
+  CoordinatorConnectionFlags connection;
   bool json = false;
   bool every_row = false;  // --ranks
   bool summary = false;    // --summary
   double timeout_s = 5;
-  std::string auth_token_file;
-  bool insecure = false;
-  std::string tls_cert;
-  std::string tls_key;
-  std::string tls_ca;
 };
 
 void AddPsFlags(CLI::App& app, PsFlags& flags);

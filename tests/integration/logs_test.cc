@@ -247,8 +247,9 @@ class LogsFloodTest : public LogsTest {
     std::thread client;
     if (with_client) {
       LogsFlags flags;
-      flags.address = Address();
-      auto connection = ConnectToCoordinator(flags);
+      flags.connection.address = Address();
+      auto connection =
+          ConnectToCoordinator(flags.connection, kMaxLogBatchBytes);
       EXPECT_TRUE(connection.ok()) << connection.status();
       if (!connection.ok()) return run;
       std::atomic<bool> ready{false};
