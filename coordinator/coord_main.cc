@@ -449,26 +449,6 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     log->info("{}", batch->Describe());
   }
 
-  // Timeouts (heartbeats, backoff, rejoin) advance on this clock.
-  std::mutex ticker_mutex;
-  std::condition_variable ticker_wakeup;
-  bool done = false;
-  std::thread ticker([&, interval = Millis(o.monitor_interval_s)] {
-    std::unique_lock<std::mutex> lock(ticker_mutex);
-    auto next_tick = [&] {
-      auto at = steady_clock::now() + interval;
-      if (auto deadline = core.NextDeadline(); deadline && *deadline < at) {
-        at = *deadline;
-      }
-      return at;
-    };
-    while (!ticker_wakeup.wait_until(lock, next_tick(), [&] { return done; })) {
-      lock.unlock();
-      core.Tick();
-      lock.lock();
-    }
-  });
-
   trl::Console console(stdout, stderr);
   std::unique_ptr<trl::Agent> local_agent;
   std::thread agent_thread;
@@ -520,12 +500,6 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   core.WaitForFarewells(steady_clock::now() + std::chrono::seconds(10));
   if (agent_thread.joinable()) agent_thread.join();
   log_relay.EndAll();  // `logs -f` clients end (exit 0) with the job
-  {
-    std::lock_guard<std::mutex> lock(ticker_mutex);
-    done = true;
-  }
-  ticker_wakeup.notify_all();
-  ticker.join();
   (*server)->Shutdown(1000);
 
   const auto status = core.Status();

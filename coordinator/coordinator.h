@@ -1,211 +1,110 @@
-// The coordinator's core: it owns the job state machine and the set of
-// connected agents, turns agent messages into state-machine events, and
-// carries out the resulting decisions by sending messages to agents.
-// Transport-free: gRPC streams reach it through AgentLink.
+// The coordinator's one owner. A single thread (the owner) runs the
+// CoordinatorCore: agent messages, stream ends, stop requests, heartbeat
+// datagrams and the ticks that check timeouts are events, queued by the
+// edges (gRPC reactors, the UDP reader, the signal watcher, the local
+// agent) and handled one at a time in the order they came. The core's
+// slow work (a generation's rendezvous, the state file) runs on a
+// SerialWorker and comes back to the owner as an event. Queries (status,
+// the history, which machine a stream is) are events too: the owner copies
+// what was asked for between two events, and the caller builds its answer
+// from that copy on its own thread.
 //
-// Thread-safe: every public method takes the one mutex; nothing inside it
-// blocks on the network (AgentLink::Send only queues).
+// docs/coordinator-threads.md draws the threads and the events.
 #ifndef TRL_COORDINATOR_COORDINATOR_H_
 #define TRL_COORDINATOR_COORDINATOR_H_
 
 #include <signal.h>
 
-#include <chrono>
-#include <condition_variable>
+#include <deque>
 #include <functional>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <thread>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "common/accelerate_config.h"
-#include "common/heartbeat_datagram.h"
-#include "common/stop_signals.h"
-#include "coordinator/agent_link.h"
-#include "coordinator/job_events.h"
-#include "coordinator/job_state_file.h"
-#include "coordinator/job_state_machine.h"
-#include "proto/trl_launch.pb.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/coordinator_core.h"
+#include "coordinator/serial_worker.h"
 
 namespace trl {
 
-// What each generation needs from the outside world.
-struct RendezvousData {
-  int master_port = 0;
-  std::string nccl_unique_id_hex;  // empty without NCCL
-};
-using RendezvousSource = std::function<absl::StatusOr<RendezvousData>(
-    const std::string& master_addr)>;
-
-struct CoordinatorOptions {
-  AccelerateConfig config;
-  // Launcher settings every agent must share (LauncherFingerprint), checked
-  // with the config's fingerprint.
-  std::map<std::string, std::string> launcher_fingerprint;
-  std::vector<std::string> worker_argv;
-  // worker_argv[0] is the Python interpreter (an agent's own --python may
-  // take its place).
-  bool worker_argv_runs_python = false;
-  std::string job_id;
-  // host:port the coordinator serves on (TRL_COORDINATOR_ADDR).
-  std::string coordinator_address;
-  RestartPolicy restart;
-  std::chrono::milliseconds agent_heartbeat_timeout{3000};
-  std::chrono::milliseconds rejoin_timeout{300000};
-  std::chrono::milliseconds registration_timeout{900000};
-  double stop_grace_s = 30;
-  // How often the caller promises to Tick (zero: no promise).
-  std::chrono::milliseconds tick_interval{0};
-  // Where the job's state is kept for a restarted coordinator; empty: not
-  // kept.
-  std::string state_file;
-  std::string identity;  // of the job, see JobRecord
-  // Set when this coordinator picks up a job an earlier one ran.
-  std::optional<JobRecord> resume;
-  // Opens the workers' store namespace of a generation and returns its
-  // token (TRL_STORE_TOKEN); unset: the job has no store.
-  std::function<std::string(const std::string& job_id, int64_t generation)>
-      open_store_generation;
-};
-
 class Coordinator {
  public:
-  using Clock = std::function<TimePoint()>;
+  using Clock = CoordinatorCore::Clock;
+  using DatagramReply = CoordinatorCore::DatagramReply;
+  using DefenceCounts = CoordinatorCore::DefenceCounts;
 
+  // The owner ticks every options.tick_interval (1 s if unset), or sooner
+  // when the core's next deadline is sooner.
   Coordinator(CoordinatorOptions options, RendezvousSource rendezvous,
               Clock clock);
+  // Waits (up to 15 s) for the slow work under way, so that the job's
+  // last state-file change is made, then ends both threads.
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
 
-  void OnMessage(AgentLink* link, const trl::launch::v1::AgentMessage& message);
-  // Idempotent: a link may report its end more than once.
-  void OnDisconnected(AgentLink* link);
-  // Stops the job; workers get `signal` first (the one that stopped us, so
-  // that a pre-emption notice such as SIGUSR1 reaches them; not again if
-  // Slurm sent it to them), then SIGKILL after the grace period.
+  // Events: queued, in order; they return at once.
+  void OnMessage(AgentLink* link, trl::launch::v1::AgentMessage message);
   void RequestStop(const std::string& reason, int exit_code,
                    const StopSignal& signal = StopSignal{SIGTERM});
-  // Checks timeouts; the edge calls it every monitor interval, or at
-  // NextDeadline if that is sooner.
-  void Tick();
-  std::optional<TimePoint> NextDeadline() const;
-
-  // The whole status (every machine, rank and failure).
-  trl::launch::v1::JobStatus Status() const;
-  // What `request` asks for (status_view.h): the lock is held only to
-  // copy what it needs.
-  trl::launch::v1::JobStatus Status(
-      const trl::launch::v1::JobStatusRequest& request) const;
-  // What the connection defences refused so far (calls without the
-  // token, connections over the caps), reported with Status() so that
-  // `ps --json` and /metrics show the same numbers. `counts` must be
-  // cheap and must not call back into the Coordinator.
-  struct DefenceCounts {
-    uint64_t refused_calls = 0;
-    uint64_t connections_cut = 0;
-  };
-  void ReportDefences(std::function<DefenceCounts()> counts);
-  const std::string& job_id() const { return options_.job_id; }
-  // Where the registered agents' connections come from, "ADDRESS:PORT"
-  // ("[ADDRESS]:PORT" for IPv6): connection caps never cut these.
-  std::set<std::string> AgentPeers() const;
-
-  // Offers heartbeats over UDP on `port` to agents that register from now
-  // on; `random_bytes(n)` gives each stream its session and key.
   void OfferUdpHeartbeats(int port,
                           std::function<std::string(size_t)> random_bytes);
-  // A batch of datagrams read from the UDP port: each that is a heartbeat
-  // of a registered stream's session, correctly signed and newer than the
-  // last, counts as that agent's heartbeat and gets an ack.
-  struct DatagramReply {
-    size_t index;  // of the datagram answered
-    std::string bytes;
-  };
+  // `counts` runs on the owner: cheap, and never calling back in here.
+  void ReportDefences(std::function<DefenceCounts()> counts);
+
+  // Returns once the owner has handled it, and with it everything `link`
+  // sent before: from then on nothing uses `link`, and its stream may be
+  // destroyed. Idempotent.
+  void OnDisconnected(AgentLink* link);
+
+  // Queries: answered by the owner between events; the caller waits.
   std::vector<DatagramReply> OnHeartbeatDatagrams(
       const std::vector<std::string_view>& datagrams);
-
-  // The machine whose registered agent holds `link`'s stream, or -1 (not
-  // registered, or no longer).
+  trl::launch::v1::JobStatus Status() const;
+  trl::launch::v1::JobStatus Status(
+      const trl::launch::v1::JobStatusRequest& request) const;
+  trl::launch::v1::JobEvents Events() const;
+  std::set<std::string> AgentPeers() const;
   int MachineOf(const AgentLink* link) const;
-  // Queues `message` on the stream of each registered agent of
-  // `machines` (every one when empty); returns how many (log_relay.h).
   int SendToMachines(const std::set<int>& machines,
                      const trl::launch::v1::CoordinatorMessage& message);
+  const std::string& job_id() const { return job_id_; }
 
-  // The job's history (job_events.h).
-  trl::launch::v1::JobEvents Events() const;
-
-  // Blocks until the job has ended or the deadline passed.
-  std::optional<JobOutcome> WaitForOutcome(TimePoint deadline);
-  // Blocks until every machine told how the job ended has said it heard
-  // (an agent whose stream was cut at the end hears it when it registers
-  // again) and every agent stream has ended, or the deadline passed.
-  bool WaitForFarewells(TimePoint deadline);
+  // Blocks until the job has ended or the (steady clock) deadline passed.
+  std::optional<JobOutcome> WaitForOutcome(TimePoint deadline) const;
+  // Blocks until CoordinatorCore::FarewellsHeard or the deadline passed.
+  bool WaitForFarewells(TimePoint deadline) const;
 
  private:
-  void HandleRegistration(AgentLink* link,
-                          const trl::launch::v1::AgentRegistration& request);
-  void StartGeneration();
-  void Execute(const Decision& decision);
-  void SendToRegistered(const trl::launch::v1::CoordinatorMessage& message);
-  void RememberStopSignal(const StopSignal& signal);
-  // Writes the job's record (state_file) saying `generation` may have run.
-  absl::Status PersistJob(int64_t generation);
+  // Queues `event` for the owner. Once the owner has ended, runs nothing
+  // and returns false.
+  bool Post(std::function<void()> event) const;
+  // Runs `query` on the owner and returns its result.
+  template <typename Query>
+  auto Ask(Query query) const -> decltype(query());
+  void RunOwner();
+  // What the owner publishes after each event (for WaitForOutcome).
+  void PublishOutcome() ABSL_LOCKS_EXCLUDED(mutex_);
 
-  const CoordinatorOptions options_;
-  const RendezvousSource rendezvous_;
+  const std::string job_id_;
+  const std::chrono::milliseconds tick_interval_;
   const Clock clock_;
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  JobStateMachine machine_;
-  std::set<AgentLink*> links_;
-  // Streams of machines declared lost, open until their generation stopped.
-  std::set<AgentLink*> fenced_;
-  // Once the job has ended: machines not yet known to have heard it, each
-  // until when it is awaited (a machine told on its stream: as long as the
-  // caller waits; one cut off before the end: its lease and 2 s, time to
-  // notice and register again), and the streams that told them.
-  std::map<int, TimePoint> awaiting_farewell_;
-  std::map<AgentLink*, int> told_of_end_;
-  void TellOfEnd(AgentLink* link, const JobOutcome& outcome);
-  // A registered agent's stream: its machine and when its heartbeats are
-  // acknowledged.
-  struct Registered {
-    int machine_rank = 0;
-    std::chrono::milliseconds ack_every{0};  // 0: every heartbeat
-    TimePoint last_ack;
-    // UDP heartbeats, if offered: 0 / empty otherwise.
-    uint64_t udp_session = 0;
-    std::unique_ptr<HeartbeatKey> udp_key;
-    uint64_t udp_counter = 0;        // the last accepted
-    const char* heartbeat_via = "";  // "udp" or "stream" once one came
-  };
-  std::map<AgentLink*, Registered> registered_;
-  // Registered streams by UDP session.
-  std::unordered_map<uint64_t, AgentLink*> by_udp_session_;
-  int udp_port_ = 0;  // 0: UDP heartbeats not offered
-  std::function<std::string(size_t)> random_bytes_;
-  bool told_of_bad_datagram_ = false;
-  // Gives a newly registered stream a UDP session and key, in `reply`.
-  void OfferUdpSession(AgentLink* link, Registered& agent,
-                       trl::launch::v1::RegistrationReply* reply);
-  // Ends a registered stream's entry (and its UDP session).
-  std::map<AgentLink*, Registered>::iterator Unregister(
-      std::map<AgentLink*, Registered>::iterator it);
-  std::function<DefenceCounts()> defence_counts_;
-  StopSignal stop_signal_{SIGTERM};  // what stop orders send first
-  JobEventLog events_;
-  // Adds to the job's history, at the current generation.
-  void Note(const char* kind, int machine_rank, std::string text);
-  // The coordinator's own stalls (JobStateMachine::own_stalls) logged.
-  std::chrono::steady_clock::duration stalls_logged_{};
-  // What the state file says now, to write it again only on a change.
-  int persisted_restarts_ = 0;
-  size_t persisted_failures_ = 0;
+  mutable absl::Mutex mutex_;
+  mutable std::deque<std::function<void()>> events_ ABSL_GUARDED_BY(mutex_);
+  bool ending_ ABSL_GUARDED_BY(mutex_) = false;
+  bool owner_ended_ ABSL_GUARDED_BY(mutex_) = false;
+  std::optional<JobOutcome> outcome_ ABSL_GUARDED_BY(mutex_);
+
+  // Touched only by the owner thread (and by the constructor before it
+  // starts); mutable, since the const queries run there too.
+  mutable CoordinatorCore core_;
+  SerialWorker slow_work_;
+  std::thread owner_;  // last: started once the rest exists
 };
 
 }  // namespace trl

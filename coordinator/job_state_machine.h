@@ -282,10 +282,13 @@ class JobStateMachine {
   const std::optional<TimePoint>& first_registration_at() const {
     return first_registration_at_;
   }
+  // Whether a generation may start now: every machine registered,
+  // connected and its command checked, no backoff or old lease ahead (what
+  // Tick decides start_generation on; for a start prepared earlier).
+  bool ReadyToStart(TimePoint now) const;
 
  private:
   RankRecord* FindRank(int machine_rank, int64_t generation, int local_rank);
-  bool ReadyToStart(TimePoint now) const;
   // When every machine's ranks may be handed out again: the latest end of
   // an old agent's lease and grace among machines taken over by another.
   TimePoint ReplacementsAllowedAt() const;

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_core.h"
 
 namespace {
 
@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.worker_argv = {"/bin/true"};
   options.restart.max_restarts = 2;
   auto now = trl::TimePoint();
-  trl::Coordinator core(
+  trl::CoordinatorCore core(
       options,
       [](const std::string&) {
         return absl::StatusOr<trl::RendezvousData>(

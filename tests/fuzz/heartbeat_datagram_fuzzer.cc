@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/heartbeat_datagram.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_core.h"
 #include "tests/unit/coordinator_harness.h"
 
 namespace {
@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const trl::CoordinatorOptions options = trl::TwoMachineCpuJob();
   auto now = trl::TimePoint();
   auto owned = trl::CoordinatorOnClock(options, [&now] { return now; });
-  trl::Coordinator& core = *owned;
+  trl::CoordinatorCore& core = *owned;
   uint8_t seed = 1;
   core.OfferUdpHeartbeats(29500, [&seed](size_t count) {
     std::string bytes(count, '\0');

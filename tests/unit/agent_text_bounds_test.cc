@@ -4,7 +4,7 @@
 // history, the log, `ps` and every status page fetch.
 #include <gtest/gtest.h>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_core.h"
 #include "tests/unit/coordinator_harness.h"
 
 namespace trl {
@@ -34,7 +34,7 @@ class AgentTextBoundsTest : public ::testing::Test {
   }
   CoordinatorOptions options_;
   std::chrono::steady_clock::time_point now_{std::chrono::seconds(100)};
-  std::unique_ptr<Coordinator> core_;
+  std::unique_ptr<CoordinatorCore> core_;
   pb::JobStatus status_;
   QuietLink a_, b_;
 };

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_core.h"
 
 namespace trl {
 
@@ -22,9 +22,9 @@ inline CoordinatorOptions TwoMachineCpuJob() {
   return options;
 }
 
-inline std::unique_ptr<Coordinator> CoordinatorOnClock(
-    const CoordinatorOptions& options, Coordinator::Clock clock) {
-  return std::make_unique<Coordinator>(
+inline std::unique_ptr<CoordinatorCore> CoordinatorOnClock(
+    const CoordinatorOptions& options, CoordinatorCore::Clock clock) {
+  return std::make_unique<CoordinatorCore>(
       options,
       [](const std::string&) {
         return absl::StatusOr<RendezvousData>(RendezvousData{1234, ""});

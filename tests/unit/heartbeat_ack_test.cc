@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_core.h"
 #include "tests/unit/coordinator_harness.h"
 
 namespace trl {
@@ -61,7 +61,7 @@ class HeartbeatAckTest : public ::testing::Test {
 
   CoordinatorOptions options_;
   TimePoint now_ = kStart;
-  std::unique_ptr<Coordinator> core_;
+  std::unique_ptr<CoordinatorCore> core_;
 };
 
 TEST_F(HeartbeatAckTest, AcksEveryThirdOfTheLeaseNotEveryHeartbeat) {

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "common/heartbeat_datagram.h"
-#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_core.h"
 #include "tests/unit/coordinator_harness.h"
 
 namespace trl {
@@ -78,7 +78,7 @@ class HeartbeatDatagramsTest : public ::testing::Test {
   CoordinatorOptions options_;
   TimePoint now_{};
   int random_state_ = 0;
-  std::unique_ptr<Coordinator> core_;
+  std::unique_ptr<CoordinatorCore> core_;
 };
 
 TEST_F(HeartbeatDatagramsTest, EachRegistrationGetsItsOwnSessionAndKey) {

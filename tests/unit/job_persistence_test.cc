@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_core.h"
 #include "coordinator/job_state_file.h"
 #include "tests/unit/coordinator_harness.h"
 
@@ -47,10 +47,10 @@ class JobPersistenceTest : public ::testing::Test {
   }
   ~JobPersistenceTest() override { std::filesystem::remove_all(dir_); }
 
-  std::unique_ptr<Coordinator> NewCoordinator() {
+  std::unique_ptr<CoordinatorCore> NewCoordinator() {
     return CoordinatorOnClock(options_, [this] { return now_; });
   }
-  void RegisterBoth(Coordinator& core) {
+  void RegisterBoth(CoordinatorCore& core) {
     core.OnMessage(&links_[0], Registration(options_, 0, 3000));
     core.OnMessage(&links_[1], Registration(options_, 1, 3000));
   }
@@ -65,7 +65,7 @@ class JobPersistenceTest : public ::testing::Test {
     return message;
   }
   // Machine 1's worker of `generation` fails; machine 0's ends on the stop.
-  void FailGeneration(Coordinator& core, int64_t generation) {
+  void FailGeneration(CoordinatorCore& core, int64_t generation) {
     core.OnMessage(&links_[1], Exited(generation, 3));
     core.OnMessage(&links_[0], Exited(generation, 0, 15));
   }
@@ -85,7 +85,7 @@ TEST_F(JobPersistenceTest, AGenerationThatCannotBeKeptDoesNotStart) {
   RegisterBoth(*core);
   EXPECT_TRUE(links_[0].generations.empty());
   EXPECT_TRUE(links_[1].generations.empty());
-  const auto outcome = core->WaitForOutcome(now_);
+  const auto outcome = core->outcome();
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->exit_code, 1);
   EXPECT_NE(outcome->summary.find("generation 0 does not start"),
@@ -133,7 +133,7 @@ TEST_F(JobPersistenceTest, BudgetBackoffAndHistoryOutliveACoordinator) {
   ASSERT_EQ(links_[0].generations, (std::vector<int64_t>{0, 1}));
   // The budget (1) is spent: this failure ends the job.
   FailGeneration(*second, 1);
-  const auto outcome = second->WaitForOutcome(now_);
+  const auto outcome = second->outcome();
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->exit_code, 3);
   EXPECT_NE(outcome->summary.find("all 1 restarts used"), std::string::npos)

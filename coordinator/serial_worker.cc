@@ -1,0 +1,39 @@
+#include "coordinator/serial_worker.h"
+
+#include <utility>
+
+namespace trl {
+
+SerialWorker::SerialWorker() : thread_([this] { Run(); }) {}
+
+SerialWorker::~SerialWorker() {
+  {
+    absl::MutexLock lock(&mutex_);
+    ending_ = true;
+  }
+  thread_.join();
+}
+
+void SerialWorker::Post(std::function<void()> work) {
+  absl::MutexLock lock(&mutex_);
+  queue_.push_back(std::move(work));
+}
+
+void SerialWorker::Run() {
+  while (true) {
+    std::function<void()> work;
+    {
+      absl::MutexLock lock(&mutex_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return !queue_.empty() || ending_;
+      };
+      mutex_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // ending, and nothing left to run
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    work();
+  }
+}
+
+}  // namespace trl
