@@ -1,10 +1,11 @@
 #include "coordinator/coordinator.h"
 
-#include <future>
 #include <memory>
 #include <utility>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/tsan_visible_mutex.h"
 
 namespace trl {
 
@@ -39,7 +40,7 @@ Coordinator::~Coordinator() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     ending_ = true;
   }
   owner_.join();
@@ -47,7 +48,7 @@ Coordinator::~Coordinator() {
 }
 
 bool Coordinator::Post(std::function<void()> event) const {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   if (owner_ended_) return false;
   events_.push_back(std::move(event));
   return true;
@@ -56,14 +57,21 @@ bool Coordinator::Post(std::function<void()> event) const {
 template <typename Query>
 auto Coordinator::Ask(Query query) const -> decltype(query()) {
   using Answer = decltype(query());
-  std::promise<Answer> answer;
-  std::future<Answer> future = answer.get_future();
-  if (!Post([&] { answer.set_value(query()); })) {
+  std::optional<Answer> answer;
+  absl::Notification answered;
+  const bool posted = Post([&] {
+    answer.emplace(query());
+    HandToGrpc(&answer);  // TSan cannot see through absl::Notification
+    answered.Notify();
+  });
+  if (!posted) {
     // The owner has ended (the coordinator is being destroyed): nothing
     // else runs the core now.
     return query();
   }
-  return future.get();
+  answered.WaitForNotification();
+  TakeFromGrpc(&answer);
+  return std::move(*answer);
 }
 
 void Coordinator::RunOwner() {
@@ -71,13 +79,13 @@ void Coordinator::RunOwner() {
   while (true) {
     std::deque<std::function<void()>> batch;
     {
-      absl::MutexLock lock(&mutex_);
+      MutexLock lock(&mutex_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
         return !events_.empty() || ending_;
       };
       const auto wait = next_tick - std::chrono::steady_clock::now();
-      mutex_.AwaitWithTimeout(
-          absl::Condition(&ready),
+      AwaitWithTimeout(
+          &mutex_, absl::Condition(&ready),
           absl::FromChrono(std::max<std::chrono::steady_clock::duration>(
               wait, std::chrono::steady_clock::duration::zero())));
       if (ending_ && events_.empty()) {
@@ -104,7 +112,7 @@ void Coordinator::RunOwner() {
 
 void Coordinator::PublishOutcome() {
   const std::optional<JobOutcome>& outcome = core_.outcome();
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   if (outcome.has_value() != outcome_.has_value()) outcome_ = outcome;
 }
 
@@ -175,12 +183,12 @@ int Coordinator::SendToMachines(const std::set<int>& machines,
 
 std::optional<JobOutcome> Coordinator::WaitForOutcome(
     TimePoint deadline) const {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return outcome_.has_value();
   };
-  mutex_.AwaitWithTimeout(
-      absl::Condition(&ended),
+  AwaitWithTimeout(
+      &mutex_, absl::Condition(&ended),
       absl::FromChrono(std::max<TimePoint::duration>(
           deadline - std::chrono::steady_clock::now(),
           TimePoint::duration::zero())));

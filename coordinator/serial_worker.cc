@@ -1,5 +1,7 @@
 #include "coordinator/serial_worker.h"
 
+#include "common/tsan_visible_mutex.h"
+
 #include <utility>
 
 namespace trl {
@@ -8,14 +10,14 @@ SerialWorker::SerialWorker() : thread_([this] { Run(); }) {}
 
 SerialWorker::~SerialWorker() {
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     ending_ = true;
   }
   thread_.join();
 }
 
 void SerialWorker::Post(std::function<void()> work) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   queue_.push_back(std::move(work));
 }
 
@@ -23,11 +25,11 @@ void SerialWorker::Run() {
   while (true) {
     std::function<void()> work;
     {
-      absl::MutexLock lock(&mutex_);
+      MutexLock lock(&mutex_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
         return !queue_.empty() || ending_;
       };
-      mutex_.Await(absl::Condition(&ready));
+      Await(&mutex_, absl::Condition(&ready));
       if (queue_.empty()) return;  // ending, and nothing left to run
       work = std::move(queue_.front());
       queue_.pop_front();

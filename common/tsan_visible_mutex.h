@@ -1,0 +1,58 @@
+// absl::Mutex is the lock whose use the compiler checks (ABSL_GUARDED_BY,
+// clang's -Wthread-safety). Debian's libabsl is not built with
+// ThreadSanitizer, so TSan cannot see what one thread's unlock hands to
+// the next thread's lock, and would report every guarded member as a
+// race. These take the place of absl::MutexLock and Mutex::Await*: the
+// same locking, plus the edges TSan needs (on the mutex's address: release
+// before it is given up, acquire once it is held again). They cost nothing
+// in a build without TSan.
+#ifndef TRL_COMMON_TSAN_VISIBLE_MUTEX_H_
+#define TRL_COMMON_TSAN_VISIBLE_MUTEX_H_
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/grpc_handoff.h"
+
+namespace trl {
+
+class ABSL_SCOPED_LOCKABLE MutexLock {
+ public:
+  explicit MutexLock(absl::Mutex* mutex) ABSL_EXCLUSIVE_LOCK_FUNCTION(mutex)
+      : mutex_(mutex) {
+    mutex_->Lock();
+    TakeFromGrpc(mutex_);
+  }
+  ~MutexLock() ABSL_UNLOCK_FUNCTION() {
+    HandToGrpc(mutex_);
+    mutex_->Unlock();
+  }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+ private:
+  absl::Mutex* const mutex_;
+};
+
+// Mutex::AwaitWithTimeout: gives `mutex` up until `condition` holds or
+// `timeout` passed; returns whether it holds.
+inline bool AwaitWithTimeout(absl::Mutex* mutex,
+                             const absl::Condition& condition,
+                             absl::Duration timeout)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+  HandToGrpc(mutex);
+  const bool held = mutex->AwaitWithTimeout(condition, timeout);
+  TakeFromGrpc(mutex);
+  return held;
+}
+
+inline void Await(absl::Mutex* mutex, const absl::Condition& condition)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+  HandToGrpc(mutex);
+  mutex->Await(condition);
+  TakeFromGrpc(mutex);
+}
+
+}  // namespace trl
+
+#endif  // TRL_COMMON_TSAN_VISIBLE_MUTEX_H_
