@@ -57,6 +57,9 @@ bool Coordinator::Post(std::function<void()> event) const {
 template <typename Query>
 auto Coordinator::Ask(Query query) const -> decltype(query()) {
   using Answer = decltype(query());
+  // Asked by the owner itself (an event's handler calling out to code that
+  // asks again): it would wait for itself.
+  if (std::this_thread::get_id() == owner_id_.load()) return query();
   std::optional<Answer> answer;
   absl::Notification answered;
   const bool posted = Post([&] {
@@ -75,6 +78,7 @@ auto Coordinator::Ask(Query query) const -> decltype(query()) {
 }
 
 void Coordinator::RunOwner() {
+  owner_id_.store(std::this_thread::get_id());
   auto next_tick = std::chrono::steady_clock::now();
   while (true) {
     std::deque<std::function<void()>> batch;

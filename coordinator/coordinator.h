@@ -15,6 +15,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -61,7 +62,8 @@ class Coordinator {
   // destroyed. Idempotent.
   void OnDisconnected(AgentLink* link);
 
-  // Queries: answered by the owner between events; the caller waits.
+  // Queries: answered by the owner between events; the caller waits (the
+  // owner itself, asking from inside an event, is answered at once).
   std::vector<DatagramReply> OnHeartbeatDatagrams(
       const std::vector<std::string_view>& datagrams);
   trl::launch::v1::JobStatus Status() const;
@@ -104,6 +106,7 @@ class Coordinator {
   // starts); mutable, since the const queries run there too.
   mutable CoordinatorCore core_;
   SerialWorker slow_work_;
+  std::atomic<std::thread::id> owner_id_{};
   std::thread owner_;  // last: started once the rest exists
 };
 

@@ -189,6 +189,23 @@ TEST(CoordinatorCoreOffloadTest, AGenerationPreparedForAJobThatChangedDoesNotSta
   EXPECT_EQ(core.Status().state(), "running");
 }
 
+// Code an event runs on the owner may ask the coordinator again (the log
+// relay, a defence counter): it is answered there and then, instead of
+// waiting for the owner, which is itself.
+TEST_F(CoordinatorOwnerTest, AQueryFromTheOwnerItselfIsAnsweredAtOnce) {
+  core_->ReportDefences([this] {
+    Coordinator::DefenceCounts counts;
+    counts.refused_calls = core_->AgentPeers().size() + 7;
+    return counts;
+  });
+  auto status = std::async(std::launch::async, [this] {
+    return core_->Status();
+  });
+  ASSERT_EQ(status.wait_for(milliseconds(5000)), std::future_status::ready)
+      << "the owner waited for itself";
+  EXPECT_EQ(status.get().refused_calls(), 7u);
+}
+
 TEST_F(CoordinatorOwnerTest, QueriesAfterTheJobEndedStillAnswer) {
   core_->RequestStop("the test stops it", 3);
   const auto outcome =
