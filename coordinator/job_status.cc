@@ -179,7 +179,7 @@ JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
   copy.request = request;
   copy.status = DescribeJobFacts(machine, now);
   if (AsksForWholeStatus(request)) {
-    // Every row, copied as it is; the message is built off the lock.
+    // Every row, copied as it is; the message is built off the owner.
     CopyNodeRows(machine, now, via, &copy.nodes);
     CopyRankRows(machine, &copy.ranks);
     for (const auto& failure : machine.failures()) {

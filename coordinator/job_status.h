@@ -20,13 +20,13 @@ trl::launch::v1::JobStatus DescribeJob(const JobStateMachine& machine,
 // How a machine's last heartbeat came ("udp", "stream"), or nullptr.
 using HeartbeatVia = std::function<const char*(int machine_rank)>;
 
-// What a request needs, copied from the state machine under the
-// coordinator's lock (CopyJobStatus), and the answer made of it after the
-// lock is released (FinishJobStatus). Under the lock: the job's facts,
+// What a request needs, copied from the state machine by the coordinator's
+// owner thread (CopyJobStatus), and the answer made of it on the asking
+// thread (FinishJobStatus). On the owner: the job's facts,
 // the summary (one pass over the rows, counting, that fills only the rows
 // it shows), the rows of an unfiltered slice; for the whole status or a
 // filtered slice, every row's few fields are copied as they are, and the
-// message is built (a filter matched) off the lock.
+// message is built (a filter matched) off the owner.
 struct JobStatusCopy {
   struct NodeRow {
     int machine_rank;

@@ -5,8 +5,8 @@
 // kMaxRequestBytes; a response must be taken within kResponseTimeout; at
 // most kMaxConnections are open (a new one closes the oldest). A slow or
 // silent client therefore holds a slot for seconds, never the thread, and
-// never the coordinator: the handler runs on this thread and takes the
-// coordinator's lock only for a status snapshot.
+// never the coordinator: the handler runs on this thread and asks the
+// coordinator's owner only for a copy of the status.
 //
 // Hand-written rather than cpp-httplib: httplib's timeouts apply to each
 // read, so a client sending a byte every few seconds keeps one of its
