@@ -34,22 +34,33 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
   absl::Mutex* const mutex_;
 };
 
-// Mutex::AwaitWithTimeout: gives `mutex` up until `condition` holds or
-// `timeout` passed; returns whether it holds.
-inline bool AwaitWithTimeout(absl::Mutex* mutex,
-                             const absl::Condition& condition,
-                             absl::Duration timeout)
+// Mutex::AwaitWithTimeout: gives `mutex` up until `predicate()` holds or
+// `timeout` passed; returns whether it holds. absl evaluates `predicate`
+// with `mutex` held, but inside Await (or in the thread that unlocks), so
+// the acquire edge is drawn there too, before `predicate` reads.
+template <typename Predicate>
+bool AwaitWithTimeout(absl::Mutex* mutex, const Predicate& predicate,
+                      absl::Duration timeout)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+  auto seen = [mutex, &predicate]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    TakeFromGrpc(mutex);
+    return predicate();
+  };
   HandToGrpc(mutex);
-  const bool held = mutex->AwaitWithTimeout(condition, timeout);
+  const bool held = mutex->AwaitWithTimeout(absl::Condition(&seen), timeout);
   TakeFromGrpc(mutex);
   return held;
 }
 
-inline void Await(absl::Mutex* mutex, const absl::Condition& condition)
+template <typename Predicate>
+void Await(absl::Mutex* mutex, const Predicate& predicate)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+  auto seen = [mutex, &predicate]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    TakeFromGrpc(mutex);
+    return predicate();
+  };
   HandToGrpc(mutex);
-  mutex->Await(condition);
+  mutex->Await(absl::Condition(&seen));
   TakeFromGrpc(mutex);
 }
 

@@ -89,7 +89,7 @@ void Coordinator::RunOwner() {
       };
       const auto wait = next_tick - std::chrono::steady_clock::now();
       AwaitWithTimeout(
-          &mutex_, absl::Condition(&ready),
+          &mutex_, ready,
           absl::FromChrono(std::max<std::chrono::steady_clock::duration>(
               wait, std::chrono::steady_clock::duration::zero())));
       if (ending_ && events_.empty()) {
@@ -192,7 +192,7 @@ std::optional<JobOutcome> Coordinator::WaitForOutcome(
     return outcome_.has_value();
   };
   AwaitWithTimeout(
-      &mutex_, absl::Condition(&ended),
+      &mutex_, ended,
       absl::FromChrono(std::max<TimePoint::duration>(
           deadline - std::chrono::steady_clock::now(),
           TimePoint::duration::zero())));

@@ -29,7 +29,7 @@ void SerialWorker::Run() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
         return !queue_.empty() || ending_;
       };
-      Await(&mutex_, absl::Condition(&ready));
+      Await(&mutex_, ready);
       if (queue_.empty()) return;  // ending, and nothing left to run
       work = std::move(queue_.front());
       queue_.pop_front();
