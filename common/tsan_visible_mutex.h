@@ -36,15 +36,18 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
 
 // Mutex::AwaitWithTimeout: gives `mutex` up until `predicate()` holds or
 // `timeout` passed; returns whether it holds. absl evaluates `predicate`
-// with `mutex` held, but inside Await (or in the thread that unlocks), so
-// the acquire edge is drawn there too, before `predicate` reads.
+// with `mutex` held, but inside Await (or in the thread that unlocks), and
+// gives the mutex up there when it is false: so the edges are drawn around
+// each evaluation too.
 template <typename Predicate>
 bool AwaitWithTimeout(absl::Mutex* mutex, const Predicate& predicate,
                       absl::Duration timeout)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
   auto seen = [mutex, &predicate]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     TakeFromGrpc(mutex);
-    return predicate();
+    const bool holds = predicate();
+    HandToGrpc(mutex);  // false: absl gives the mutex up after this
+    return holds;
   };
   HandToGrpc(mutex);
   const bool held = mutex->AwaitWithTimeout(absl::Condition(&seen), timeout);
@@ -57,7 +60,9 @@ void Await(absl::Mutex* mutex, const Predicate& predicate)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
   auto seen = [mutex, &predicate]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     TakeFromGrpc(mutex);
-    return predicate();
+    const bool holds = predicate();
+    HandToGrpc(mutex);  // false: absl gives the mutex up after this
+    return holds;
   };
   HandToGrpc(mutex);
   mutex->Await(absl::Condition(&seen));
