@@ -45,6 +45,34 @@ StatusSources Sources(const pb::JobStatus& status) {
   return StatusSources{[status] { return status; }, [] { return "abc"; }};
 }
 
+// `trl-coord ui`'s sources fail while the coordinator is gone: every
+// route says so, 503 for a coordinator that cannot be reached (try again),
+// 502 for another refusal.
+TEST(StatusPageTest, ASourceThatFailsIsAnswered503Or502WithItsText) {
+  for (const auto& [failure, code] : std::vector<std::pair<absl::Status, int>>{
+           {absl::UnavailableError("the coordinator cannot be reached"), 503},
+           {absl::DeadlineExceededError("the coordinator cannot be reached"),
+            503},
+           {absl::ResourceExhaustedError("the coordinator cannot be reached"),
+            502}}) {
+    StatusSources sources;
+    sources.snapshot = [failure = failure]() -> absl::StatusOr<pb::JobStatus> {
+      return failure;
+    };
+    sources.events = [failure = failure]() -> absl::StatusOr<pb::JobEvents> {
+      return failure;
+    };
+    sources.nonce = [] { return "abc"; };
+    for (const char* target : {"/", "/api/status", "/api/status?view=summary",
+                               "/api/events", "/metrics"}) {
+      const HttpResponse response =
+          HandleStatusRequest({"GET", target, "localhost"}, sources);
+      EXPECT_EQ(response.status, code) << target << " " << failure;
+      EXPECT_EQ(response.body, "the coordinator cannot be reached\n");
+    }
+  }
+}
+
 TEST(StatusPageTest, RoutesServeThePsJsonTheMetricsAndThePage) {
   pb::JobStatus status;
   status.set_job_id("job-3");
