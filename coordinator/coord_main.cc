@@ -50,6 +50,7 @@
 #include "coordinator/status_routes.h"
 #include "coordinator/store_service.h"
 #include "coordinator/udp_heartbeat_server.h"
+#include "coordinator/ui_command.h"
 
 namespace {
 
@@ -109,8 +110,9 @@ absl::Status CheckStatusAddress(const StartFlags& flags) {
   return absl::InvalidArgumentError(absl::StrCat(
       "--status_address ", flags.status_address,
       " is not a loopback address (127.0.0.0/8 or ::1): the status page has "
-      "no authentication yet, so it is served on this machine only; open it "
-      "from elsewhere through `ssh -L PORT:127.0.0.1:PORT`, or pass "
+      "no authentication of its own, so it is served on this machine only; "
+      "from elsewhere run `trl-coord ui --address HOST:PORT` there (the "
+      "daemons' authentication, the page on its loopback), or pass "
       "--no_status"));
 }
 
@@ -584,7 +586,7 @@ int main(int argc, char** argv) {
   start->add_option("--status_address,--status-address",
                     start_flags.status_address,
                     "Address the status page listens on: loopback only "
-                    "(default 127.0.0.1); reach it with ssh -L");
+                    "(default 127.0.0.1); from elsewhere, `trl-coord ui`");
   start->add_flag("--no_status,--no-status", start_flags.no_status,
                   "Serve no status page or metrics");
   start
@@ -615,6 +617,11 @@ int main(int argc, char** argv) {
       "events", "Show a job's history (on the coordinator's machine)");
   trl::AddEventsFlags(*events, events_flags);
 
+  trl::UiFlags ui_flags;
+  CLI::App* ui = app.add_subcommand(
+      "ui", "Serve a running job's status page on this machine's loopback");
+  trl::AddUiFlags(*ui, ui_flags);
+
   std::vector<std::string> command;
   if (auto exit_code =
           trl::ParseCommandLineWithCommand(app, *start, argc, argv, &command)) {
@@ -625,5 +632,6 @@ int main(int argc, char** argv) {
   if (start->parsed()) return Start(start_flags, command);
   if (events->parsed()) return trl::RunEvents(events_flags);
   if (logs->parsed()) return trl::RunLogs(logs_flags);
+  if (ui->parsed()) return trl::RunUi(ui_flags);
   return trl::RunPs(ps_flags);
 }
