@@ -162,6 +162,10 @@ void Coordinator::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
   links_.insert(link);
   if (message.has_registration()) {
     HandleRegistration(link, message.registration());
+    if (auto it = registered_.find(link);
+        it != registered_.end() && on_registered_) {
+      on_registered_(it->second.machine_rank, link);
+    }
     return;
   }
   if (message.has_job_end_heard()) {
@@ -524,6 +528,12 @@ int Coordinator::MachineOf(const AgentLink* link) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto found = registered_.find(const_cast<AgentLink*>(link));
   return found == registered_.end() ? -1 : found->second.machine_rank;
+}
+
+void Coordinator::OnRegistered(
+    std::function<void(int machine_rank, AgentLink* link)> callback) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  on_registered_ = std::move(callback);
 }
 
 int Coordinator::SendToMachines(const std::set<int>& machines,

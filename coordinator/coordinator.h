@@ -135,6 +135,13 @@ class Coordinator {
   int SendToMachines(const std::set<int>& machines,
                      const trl::launch::v1::CoordinatorMessage& message);
 
+  // Called whenever an agent registers (first, again, or in another's
+  // place) with its machine and stream (log_relay.h subscribes it again).
+  // Runs with the coordinator's lock held: it may only queue on `link`,
+  // never call back into the Coordinator. nullptr: none.
+  void OnRegistered(
+      std::function<void(int machine_rank, AgentLink* link)> callback);
+
   // The job's history (job_events.h).
   trl::launch::v1::JobEvents Events() const;
 
@@ -197,6 +204,7 @@ class Coordinator {
   std::map<AgentLink*, Registered>::iterator Unregister(
       std::map<AgentLink*, Registered>::iterator it);
   std::function<DefenceCounts()> defence_counts_;
+  std::function<void(int, AgentLink*)> on_registered_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
   JobEventLog events_;
   // Adds to the job's history, at the current generation.
