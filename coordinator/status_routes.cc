@@ -105,11 +105,12 @@ HttpResponse HandleStatusRequest(const HttpRequest& request,
     return response;
   }
   if (path == "/metrics") {
-    const auto whole = sources.snapshot();
-    if (!whole.ok()) return SourceFailed(whole.status());
+    // The summary and every machine, not every rank (status_view.h).
+    const auto counts = status(MetricsRequest());
+    if (!counts.ok()) return SourceFailed(counts.status());
     HttpResponse response;
     response.content_type = kMetricsContentType;
-    response.body = FormatMetrics(*whole);
+    response.body = FormatMetrics(*counts);
     return response;
   }
   if (path == "/") {

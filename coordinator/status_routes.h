@@ -25,8 +25,8 @@ namespace trl {
 struct StatusSources {
   template <typename T>
   using Source = std::function<absl::StatusOr<T>()>;
-  // A snapshot of the whole job (Coordinator::Status: its lock, briefly),
-  // for /metrics.
+  // A snapshot of the whole job, from which the views (/api/status, the
+  // page, /metrics) are cut when `status` is unset.
   Source<trl::launch::v1::JobStatus> snapshot;
   // A fresh random value for each page's Content-Security-Policy nonce.
   std::function<std::string()> nonce;
