@@ -47,6 +47,7 @@
 #include "coordinator/refused_calls.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/status_http_server.h"
+#include "coordinator/status_page.h"
 #include "coordinator/status_routes.h"
 #include "coordinator/store_service.h"
 #include "coordinator/udp_heartbeat_server.h"
@@ -130,14 +131,7 @@ std::unique_ptr<trl::StatusHttpServer> StartStatusServer(
     return core->Status(request);
   };
   sources.events = [core] { return core->Events(); };
-  sources.nonce = [] {
-    auto bytes = trl::RandomBytes(16);
-    std::string hex;
-    for (unsigned char c : bytes.ok() ? *bytes : std::string(16, '\0')) {
-      absl::StrAppendFormat(&hex, "%02x", c);
-    }
-    return hex;
-  };
+  sources.nonce = trl::NewPageNonce;
   auto server = port > 65535
                     ? absl::StatusOr<std::unique_ptr<trl::StatusHttpServer>>(
                           absl::OutOfRangeError(
