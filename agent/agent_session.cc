@@ -352,7 +352,7 @@ void AgentSession::OnLogSubscribe(const pb::LogSubscribe& subscribe) {
   console_->logs().Subscribe(
       subscribe.subscription(),
       std::set<int>(subscribe.ranks().begin(), subscribe.ranks().end()),
-      subscribe.follow());
+      subscribe.follow(), subscribe.history_after_unix_ms());
 }
 
 void AgentSession::ForwardLogs() {

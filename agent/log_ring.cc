@@ -68,7 +68,8 @@ void LogRing::Append(int rank, bool is_stderr, std::string_view line) {
   if (wake) work_.notify_one();
 }
 
-void LogRing::Subscribe(uint64_t id, const std::set<int>& ranks, bool follow) {
+void LogRing::Subscribe(uint64_t id, const std::set<int>& ranks, bool follow,
+                        int64_t history_after_unix_ms) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Subscription subscription;
@@ -76,8 +77,11 @@ void LogRing::Subscribe(uint64_t id, const std::set<int>& ranks, bool follow) {
     subscription.follow = follow;
     for (const auto& [rank, ring] : rings_) {
       if (!ranks.empty() && ranks.count(rank) == 0) continue;
-      subscription.history.insert(subscription.history.end(),
-                                  ring.lines.begin(), ring.lines.end());
+      for (const Entry& entry : ring.lines) {
+        if (entry.unix_ms > history_after_unix_ms) {
+          subscription.history.push_back(entry);
+        }
+      }
     }
     std::sort(subscription.history.begin(), subscription.history.end(),
               [](const Entry& a, const Entry& b) { return a.seq < b.seq; });

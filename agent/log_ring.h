@@ -41,9 +41,10 @@ class LogRing {
   void Append(int rank, bool is_stderr, std::string_view line);
 
   // Starts subscription `id` (replacing one of that id): the retained lines
-  // of `ranks` (every rank when empty), oldest first, then with `follow`
-  // every new line of them.
-  void Subscribe(uint64_t id, const std::set<int>& ranks, bool follow);
+  // of `ranks` (every rank when empty) read after `history_after_unix_ms`
+  // (0: all), oldest first, then with `follow` every new line of them.
+  void Subscribe(uint64_t id, const std::set<int>& ranks, bool follow,
+                 int64_t history_after_unix_ms = 0);
   void Unsubscribe(uint64_t id);
   void UnsubscribeAll(const std::set<uint64_t>& ids);
   // Whether subscription `id` is open and follows new lines.

@@ -47,9 +47,11 @@
 #include "coordinator/refused_calls.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/status_http_server.h"
+#include "coordinator/status_page.h"
 #include "coordinator/status_routes.h"
 #include "coordinator/store_service.h"
 #include "coordinator/udp_heartbeat_server.h"
+#include "coordinator/ui_command.h"
 
 namespace {
 
@@ -109,8 +111,9 @@ absl::Status CheckStatusAddress(const StartFlags& flags) {
   return absl::InvalidArgumentError(absl::StrCat(
       "--status_address ", flags.status_address,
       " is not a loopback address (127.0.0.0/8 or ::1): the status page has "
-      "no authentication yet, so it is served on this machine only; open it "
-      "from elsewhere through `ssh -L PORT:127.0.0.1:PORT`, or pass "
+      "no authentication of its own, so it is served on this machine only; "
+      "from elsewhere run `trl-coord ui --address HOST:PORT` there (the "
+      "daemons' authentication, the page on its loopback), or pass "
       "--no_status"));
 }
 
@@ -128,14 +131,7 @@ std::unique_ptr<trl::StatusHttpServer> StartStatusServer(
     return core->Status(request);
   };
   sources.events = [core] { return core->Events(); };
-  sources.nonce = [] {
-    auto bytes = trl::RandomBytes(16);
-    std::string hex;
-    for (unsigned char c : bytes.ok() ? *bytes : std::string(16, '\0')) {
-      absl::StrAppendFormat(&hex, "%02x", c);
-    }
-    return hex;
-  };
+  sources.nonce = trl::NewPageNonce;
   auto server = port > 65535
                     ? absl::StatusOr<std::unique_ptr<trl::StatusHttpServer>>(
                           absl::OutOfRangeError(
@@ -558,7 +554,7 @@ int main(int argc, char** argv) {
   start->add_option("--status_address,--status-address",
                     start_flags.status_address,
                     "Address the status page listens on: loopback only "
-                    "(default 127.0.0.1); reach it with ssh -L");
+                    "(default 127.0.0.1); from elsewhere, `trl-coord ui`");
   start->add_flag("--no_status,--no-status", start_flags.no_status,
                   "Serve no status page or metrics");
   start
@@ -589,6 +585,11 @@ int main(int argc, char** argv) {
       "events", "Show a job's history (on the coordinator's machine)");
   trl::AddEventsFlags(*events, events_flags);
 
+  trl::UiFlags ui_flags;
+  CLI::App* ui = app.add_subcommand(
+      "ui", "Serve a running job's status page on this machine's loopback");
+  trl::AddUiFlags(*ui, ui_flags);
+
   std::vector<std::string> command;
   if (auto exit_code =
           trl::ParseCommandLineWithCommand(app, *start, argc, argv, &command)) {
@@ -599,5 +600,6 @@ int main(int argc, char** argv) {
   if (start->parsed()) return Start(start_flags, command);
   if (events->parsed()) return trl::RunEvents(events_flags);
   if (logs->parsed()) return trl::RunLogs(logs_flags);
+  if (ui->parsed()) return trl::RunUi(ui_flags);
   return trl::RunPs(ps_flags);
 }

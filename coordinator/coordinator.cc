@@ -146,6 +146,16 @@ void Coordinator::ReportDefences(std::function<DefenceCounts()> counts) {
   });
 }
 
+void Coordinator::OnRegistered(
+    std::function<void(int machine_rank, AgentLink* link)> callback) {
+  // Installed before this returns: once a relay has set nullptr (it is
+  // going away), no later registration calls the old one.
+  Ask([this, &callback] {
+    core_.OnRegistered(std::move(callback));
+    return true;
+  });
+}
+
 void Coordinator::OnDisconnected(AgentLink* link) {
   Ask([this, link] {
     core_.OnDisconnected(link);

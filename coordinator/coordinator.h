@@ -56,6 +56,10 @@ class Coordinator {
                           std::function<std::string(size_t)> random_bytes);
   // `counts` runs on the owner: cheap, and never calling back in here.
   void ReportDefences(std::function<DefenceCounts()> counts);
+  // CoordinatorCore::OnRegistered: `callback` runs on the owner; it is in
+  // place (or gone, for nullptr) when this returns.
+  void OnRegistered(
+      std::function<void(int machine_rank, AgentLink* link)> callback);
 
   // Returns once the owner has handled it, and with it everything `link`
   // sent before: from then on nothing uses `link`, and its stream may be

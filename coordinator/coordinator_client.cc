@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include "common/auth_token.h"
 #include "common/launch_options.h"
@@ -35,7 +36,8 @@ void AddCredentialFlags(CLI::App& app, CoordinatorConnectionFlags& flags) {
 }
 
 absl::StatusOr<CoordinatorClient> ConnectToCoordinator(
-    const CoordinatorConnectionFlags& flags, int max_receive_bytes) {
+    const CoordinatorConnectionFlags& flags, int max_receive_bytes,
+    int max_reconnect_backoff_ms) {
   CoordinatorClient client;
   client.address = flags.address;
   if (client.address.empty()) {
@@ -55,8 +57,17 @@ absl::StatusOr<CoordinatorClient> ConnectToCoordinator(
   grpc::ChannelArguments args;
   if (security->derived_identity) SetDerivedServerName(&args);
   args.SetMaxReceiveMessageSize(max_receive_bytes);
-  client.stub = pb::Coordinator::NewStub(
-      grpc::CreateCustomChannel(client.address, security->credentials, args));
+  if (max_reconnect_backoff_ms > 0) {
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_reconnect_backoff_ms);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+                std::min(1000, max_reconnect_backoff_ms));
+    // gRPC waits at least this long (default 20 s) before a new attempt.
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+                std::min(1000, max_reconnect_backoff_ms));
+  }
+  client.channel =
+      grpc::CreateCustomChannel(client.address, security->credentials, args);
+  client.stub = pb::Coordinator::NewStub(client.channel);
   if (!security->bearer_token.empty()) {
     client.bearer = BearerValue(security->bearer_token);
   }

@@ -34,14 +34,19 @@ void AddCredentialFlags(CLI::App& app, CoordinatorConnectionFlags& flags);
 
 struct CoordinatorClient {
   std::string address;
+  std::shared_ptr<grpc::Channel> channel;  // the stub's
   std::unique_ptr<trl::launch::v1::Coordinator::Stub> stub;
   std::string bearer;  // "Bearer TOKEN" or ""
 };
 
 // A stub on a channel that takes answers of up to `max_receive_bytes`; an
 // error (a config or token that cannot be read) names what was wrong.
+// `max_reconnect_backoff_ms` (0: gRPC's, up to 120 s) bounds how long a
+// long-lived client waits between tries to reach a coordinator that went
+// away.
 absl::StatusOr<CoordinatorClient> ConnectToCoordinator(
-    const CoordinatorConnectionFlags& flags, int max_receive_bytes);
+    const CoordinatorConnectionFlags& flags, int max_receive_bytes,
+    int max_reconnect_backoff_ms = 0);
 
 }  // namespace trl
 

@@ -190,6 +190,10 @@ void CoordinatorCore::OnMessage(AgentLink* link, const pb::AgentMessage& message
   links_.insert(link);
   if (message.has_registration()) {
     HandleRegistration(link, message.registration());
+    if (auto it = registered_.find(link);
+        it != registered_.end() && on_registered_) {
+      on_registered_(it->second.machine_rank, link);
+    }
     return;
   }
   if (message.has_job_end_heard()) {

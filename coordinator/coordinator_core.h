@@ -144,6 +144,15 @@ class CoordinatorCore {
   int SendToMachines(const std::set<int>& machines,
                      const trl::launch::v1::CoordinatorMessage& message);
 
+  // Called whenever an agent registers (first, again, or in another's
+  // place) with its machine and stream (log_relay.h subscribes it again).
+  // Runs on the owner: it may only queue on `link`, never wait for the
+  // Coordinator. nullptr: none.
+  void OnRegistered(
+      std::function<void(int machine_rank, AgentLink* link)> callback) {
+    on_registered_ = std::move(callback);
+  }
+
   // The job's history (job_events.h).
   trl::launch::v1::JobEvents Events() const;
 
@@ -230,6 +239,7 @@ class CoordinatorCore {
   std::map<AgentLink*, Registered>::iterator Unregister(
       std::map<AgentLink*, Registered>::iterator it);
   std::function<DefenceCounts()> defence_counts_;
+  std::function<void(int, AgentLink*)> on_registered_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
   JobEventLog events_;
   // Adds to the job's history, at the current generation.

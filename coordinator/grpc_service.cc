@@ -17,6 +17,7 @@
 #include "common/grpc_handoff.h"
 #include "common/logging.h"
 #include "common/network.h"
+#include "coordinator/job_events.h"
 #include "coordinator/log_relay.h"
 #include "coordinator/refused_calls.h"
 #include "proto/trl_launch.grpc.pb.h"
@@ -28,6 +29,8 @@ namespace pb = trl::launch::v1;
 namespace {
 
 constexpr int kMaxMessageBytes = 4 << 20;
+// What GetJobEvents sends at most, under kMaxMessageBytes.
+constexpr size_t kMaxEventsBytes = kMaxMessageBytes - (64 << 10);
 
 // One agent's stream. Owned by gRPC: it deletes itself in OnDone. Writes are
 // queued so that one is in flight at a time, and StartWrite/Finish are
@@ -217,6 +220,21 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
       return reactor;
     }
     *reply = core_->Status(*request);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  // Bounded like GetJobStatus: the newest events that fit one answer.
+  grpc::ServerUnaryReactor* GetJobEvents(grpc::CallbackServerContext* context,
+                                         const pb::JobEventsRequest* request,
+                                         pb::JobEvents* reply) override {
+    auto* reactor = context->DefaultReactor();
+    if (grpc::Status refused = Authenticate(*context); !refused.ok()) {
+      reactor->Finish(refused);
+      return reactor;
+    }
+    *reply = core_->Events();
+    KeepNewestEvents(reply, request->limit(), kMaxEventsBytes);
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }

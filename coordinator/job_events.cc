@@ -144,6 +144,22 @@ absl::StatusOr<pb::JobEvents> ReadJobEvents(const std::string& path) {
   return all;
 }
 
+void KeepNewestEvents(pb::JobEvents* events, int limit, size_t max_bytes) {
+  const int count = events->events_size();
+  int first = count;  // the oldest kept
+  size_t bytes = 0;
+  while (first > 0 && (limit <= 0 || count - first < limit)) {
+    // The event, its tag and its length.
+    const size_t cost = events->events(first - 1).ByteSizeLong() + 8;
+    if (bytes + cost > max_bytes) break;
+    bytes += cost;
+    --first;
+  }
+  if (first == 0) return;
+  events->mutable_events()->DeleteSubrange(0, first);
+  events->set_left_out(events->left_out() + first);
+}
+
 std::string FormatJobEvents(const pb::JobEvents& events) {
   std::string out;
   for (const auto& event : events.events()) {

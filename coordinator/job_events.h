@@ -58,6 +58,11 @@ class JobEventLog {
 absl::StatusOr<trl::launch::v1::JobEvents> ReadJobEvents(
     const std::string& path);
 
+// Keeps the newest of `events`: at most `limit` (0: no limit) and at most
+// `max_bytes` of them serialised; the rest are counted in left_out.
+void KeepNewestEvents(trl::launch::v1::JobEvents* events, int limit,
+                      size_t max_bytes);
+
 // One line per event: time (UTC), generation, kind, machine, text.
 std::string FormatJobEvents(const trl::launch::v1::JobEvents& events);
 

@@ -190,7 +190,9 @@ JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
   if (request.summary()) {
     Summarize(machine, now, via, copy.status.mutable_summary());
   }
-  if (request.has_nodes()) {
+  if (request.every_node()) {
+    CopyNodeRows(machine, now, via, &copy.nodes);  // built off the lock
+  } else if (request.has_nodes()) {
     if (request.nodes().filter().empty()) {
       copy.status.set_nodes_matching(TakeSlice(
           machine.nodes(), request.nodes(), [](const auto&) { return true; },
@@ -228,7 +230,10 @@ pb::JobStatus FinishJobStatus(JobStatusCopy copy) {
     for (const auto& rank : copy.ranks) AddRank(rank, &status);
     return std::move(status);
   }
-  if (request.has_nodes() && !request.nodes().filter().empty()) {
+  if (request.every_node()) {
+    status.mutable_nodes()->Reserve(static_cast<int>(copy.nodes.size()));
+    for (const auto& node : copy.nodes) AddNode(node, &status);
+  } else if (request.has_nodes() && !request.nodes().filter().empty()) {
     RowFilter filter(request.nodes().filter());
     status.set_nodes_matching(TakeSlice(
         copy.nodes, request.nodes(),

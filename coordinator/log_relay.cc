@@ -1,5 +1,6 @@
 #include "coordinator/log_relay.h"
 
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <vector>
@@ -38,10 +39,12 @@ class RefusedLogs : public grpc::ServerWriteReactor<pb::LogBatch> {
 // StartWrite after letting the mutex go.
 class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
  public:
-  Client(LogRelay* relay, uint64_t id, bool follow, std::set<int> machines)
+  Client(LogRelay* relay, uint64_t id, const pb::LogsRequest& request,
+         std::set<int> machines)
       : relay_(relay),
         id_(id),
-        follow_(follow),
+        follow_(request.follow()),
+        rank_(request.has_rank() ? request.rank() : -1),
         machines_(std::move(machines)) {}
 
   // Called once the relay knows how many agents will answer (some may
@@ -58,14 +61,17 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
     Act(write, finish);
   }
 
-  // Lines from an agent (history_done: its retained lines are all sent).
-  void Push(const pb::LogBatch& batch, int history_done) {
+  // Lines from `machine`'s agent (history_done: its retained lines are
+  // all sent).
+  void Push(int machine, const pb::LogBatch& batch, int history_done) {
     bool finish = false;
     bool write = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_) return;
+      int64_t& last_ms = last_unix_ms_[machine];
       for (const pb::LogLine& line : batch.lines()) {
+        last_ms = std::max(last_ms, line.unix_ms());
         const size_t cost = line.text().size() + kLineOverhead;
         if (queued_bytes_ + cost > kClientQueueBytes) {
           // This client reads slower than the workers print: drop.
@@ -133,6 +139,23 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
   }
 
   const std::set<int>& machines() const { return machines_; }
+  bool follows(int machine) const {
+    return follow_ && (machines_.empty() || machines_.count(machine) > 0);
+  }
+  // The subscription that asks `machine` for what this client has not had
+  // of it.
+  pb::CoordinatorMessage Resubscription(int machine) {
+    pb::CoordinatorMessage message;
+    pb::LogSubscribe* subscribe = message.mutable_log_subscribe();
+    subscribe->set_subscription(id_);
+    if (rank_ >= 0) subscribe->add_ranks(rank_);
+    subscribe->set_follow(true);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = last_unix_ms_.find(machine);
+    subscribe->set_history_after_unix_ms(
+        it == last_unix_ms_.end() ? 0 : it->second);
+    return message;
+  }
   void KeepAlive(std::shared_ptr<Client> self) { self_ = std::move(self); }
 
  private:
@@ -180,12 +203,15 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
   LogRelay* const relay_;
   const uint64_t id_;
   const bool follow_;
+  const int rank_;                // -1: every rank of the machines
   const std::set<int> machines_;  // empty: every machine
   std::shared_ptr<Client> self_;  // the relay's and gRPC's hold
 
   std::mutex mutex_;
   std::deque<pb::LogLine> queue_;
   size_t queued_bytes_ = 0;
+  // Per machine, when its agent read the newest line this client got.
+  std::map<int, int64_t> last_unix_ms_;
   int pending_history_ = 0;
   bool started_ = false;
   bool writing_ = false;
@@ -194,6 +220,27 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
   bool ended_ = false;
   pb::LogBatch in_flight_;
 };
+
+LogRelay::LogRelay(Coordinator* core) : core_(core) {
+  core_->OnRegistered([this](int machine, AgentLink* link) {
+    OnMachineRegistered(machine, link);
+  });
+}
+
+LogRelay::~LogRelay() { core_->OnRegistered(nullptr); }
+
+void LogRelay::OnMachineRegistered(int machine, AgentLink* link) {
+  std::vector<std::shared_ptr<Client>> following;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [id, client] : clients_) {
+      if (client->follows(machine)) following.push_back(client);
+    }
+  }
+  for (const auto& client : following) {
+    link->Send(client->Resubscription(machine));
+  }
+}
 
 grpc::ServerWriteReactor<pb::LogBatch>* LogRelay::Open(
     const pb::LogsRequest& request) {
@@ -246,7 +293,7 @@ grpc::ServerWriteReactor<pb::LogBatch>* LogRelay::Open(
           grpc::Status(grpc::StatusCode::UNAVAILABLE, "the job has ended"));
     }
     id = next_id_++;
-    client = std::make_shared<Client>(this, id, request.follow(), machines);
+    client = std::make_shared<Client>(this, id, request, machines);
     client->KeepAlive(client);
     clients_[id] = client;
   }
@@ -274,7 +321,7 @@ void LogRelay::OnAgentBatch(int machine, const pb::LogBatch& batch) {
   if (!client->machines().empty() && client->machines().count(machine) == 0) {
     return;  // not a machine this subscription was sent to
   }
-  client->Push(batch, batch.history_done() ? 1 : 0);
+  client->Push(machine, batch, batch.history_done() ? 1 : 0);
 }
 
 void LogRelay::EndAll() {

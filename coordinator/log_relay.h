@@ -33,7 +33,8 @@ class LogRelay {
   static constexpr size_t kMaxClients = 8;
 
   // `core` must outlive the relay.
-  explicit LogRelay(Coordinator* core) : core_(core) {}
+  explicit LogRelay(Coordinator* core);
+  ~LogRelay();
 
   // The reactor for one authenticated StreamLogs call; an unknown rank or
   // machine ends it with INVALID_ARGUMENT naming it.
@@ -45,6 +46,12 @@ class LogRelay {
   void OnAgentBatch(int machine, const trl::launch::v1::LogBatch& batch);
   // The job ended: every client's stream ends (OK) once its queue is sent.
   void EndAll();
+  // An agent of `machine` registered on `link` (Coordinator::OnRegistered,
+  // its lock held): each following client of that machine is subscribed
+  // on it again, for the retained lines after the last one the client got
+  // of that machine, then the new ones. Without this a rejoined agent (or
+  // one that took a lost agent's place) would send `logs -f` nothing.
+  void OnMachineRegistered(int machine, AgentLink* link);
 
   class Client;
 

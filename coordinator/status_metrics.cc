@@ -53,15 +53,26 @@ void LabelledSample(const char* name, const char* label,
                   "\"} ", Number(value), "\n");
 }
 
+// Rows by state, or a summary's counts.
+template <typename Items, typename StateOf>
+std::map<std::string, int64_t> CountRows(const Items& items, StateOf state_of) {
+  std::map<std::string, int64_t> counts;
+  for (const auto& item : items) ++counts[state_of(item)];
+  return counts;
+}
+std::map<std::string, int64_t> Counted(
+    const google::protobuf::RepeatedPtrField<pb::StateCount>& states) {
+  std::map<std::string, int64_t> counts;
+  for (const auto& state : states) counts[state.state()] += state.count();
+  return counts;
+}
+
 // A gauge per state: the states in `always` (at zero if none), then any
 // other state seen, in name order.
-template <typename Items, typename StateOf>
 void CountsByState(const char* name, const char* help,
-                   const std::vector<const char*>& always, const Items& items,
-                   StateOf state_of, std::string* out) {
-  std::map<std::string, int64_t> counts;
-  for (const char* state : always) counts[state] = 0;
-  for (const auto& item : items) ++counts[state_of(item)];
+                   const std::vector<const char*>& always,
+                   std::map<std::string, int64_t> counts, std::string* out) {
+  for (const char* state : always) counts.emplace(state, 0);
   Header(name, "gauge", help, out);
   for (const auto& [state, count] : counts) {
     LabelledSample(name, "state", state, static_cast<double>(count), out);
@@ -153,18 +164,27 @@ std::string FormatMetrics(const pb::JobStatus& s) {
          "Failures in the job's history (a failing rank, a lost machine, a "
          "stop).",
          &out);
-  Sample("trl_launch_failures_total", s.failures_size(), &out);
+  Sample("trl_launch_failures_total",
+         s.has_summary() ? s.summary().failures() : s.failures_size(), &out);
   Header("trl_launch_machines_expected", "gauge",
          "Machines the job runs on (num_machines).", &out);
   Sample("trl_launch_machines_expected", s.num_machines(), &out);
 
   CountsByState(
       "trl_launch_agents", "Registered machines' agents by state.", {"lost"},
-      s.nodes(), [](const pb::NodeStatus& n) { return n.state(); }, &out);
+      s.has_summary()
+          ? Counted(s.summary().machine_states())
+          : CountRows(s.nodes(),
+                      [](const pb::NodeStatus& n) { return n.state(); }),
+      &out);
   CountsByState(
       "trl_launch_ranks", "Ranks of the current generation by state.",
       std::vector<const char*>(kRankStates.begin(), kRankStates.end()),
-      s.ranks(), [](const pb::RankStatus& r) { return r.state(); }, &out);
+      s.has_summary()
+          ? Counted(s.summary().rank_states())
+          : CountRows(s.ranks(),
+                      [](const pb::RankStatus& r) { return r.state(); }),
+      &out);
 
   Header("trl_launch_agent_heartbeat_age_seconds", "gauge",
          "Seconds since each machine's last heartbeat.", &out);

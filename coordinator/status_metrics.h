@@ -2,6 +2,10 @@
 // rendered from the same JobStatus that `trl-coord ps --json` prints, so
 // that a scrape and a `ps` at the same moment agree. Names start with
 // trl_launch_ and carry their unit (_seconds, _total).
+//
+// From the whole status, or from MetricsRequest's (status_view.h): with a
+// summary, ranks by state and the failures are its counts, and no rank
+// rows are needed; the machines' rows give the heartbeat ages.
 #ifndef TRL_COORDINATOR_STATUS_METRICS_H_
 #define TRL_COORDINATOR_STATUS_METRICS_H_
 

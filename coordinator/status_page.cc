@@ -1,8 +1,10 @@
 #include "coordinator/status_page.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/auth_token.h"
 
 namespace trl {
 
@@ -242,6 +244,15 @@ std::string RenderStatusPage(const trl::launch::v1::JobStatus& status,
       kPage, {{"@NONCE@", HtmlEscape(nonce)},
               {"@JOB@", HtmlEscape(status.job_id())},
               {"@COMMAND@", HtmlEscape(absl::StrJoin(status.command(), " "))}});
+}
+
+std::string NewPageNonce() {
+  auto bytes = RandomBytes(16);
+  std::string hex;
+  for (unsigned char c : bytes.ok() ? *bytes : std::string(16, '\0')) {
+    absl::StrAppendFormat(&hex, "%02x", c);
+  }
+  return hex;
 }
 
 std::string StatusPageSecurityPolicy(const std::string& nonce) {

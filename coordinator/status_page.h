@@ -29,6 +29,9 @@ std::string HtmlEscape(const std::string& text);
 std::string RenderStatusPage(const trl::launch::v1::JobStatus& status,
                              const std::string& nonce);
 
+// A fresh random nonce (32 hex digits) for one page.
+std::string NewPageNonce();
+
 // The Content-Security-Policy header that goes with it.
 std::string StatusPageSecurityPolicy(const std::string& nonce);
 

@@ -48,6 +48,15 @@ pb::JobStatusRequest JobFactsRequest() {
   return request;
 }
 
+// A source's failure as the answer: 503 while the coordinator cannot be
+// reached (try again), 502 for any other error of it.
+HttpResponse SourceFailed(const absl::Status& status) {
+  const bool unreachable =
+      absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+  return TextResponse(unreachable ? 503 : 502,
+                      std::string(status.message()) + "\n");
+}
+
 }  // namespace
 
 HttpResponse HandleStatusRequest(const HttpRequest& request,
@@ -64,9 +73,13 @@ HttpResponse HandleStatusRequest(const HttpRequest& request,
   }
   const size_t question = request.target.find('?');
   const std::string path = request.target.substr(0, question);
-  auto status = [&sources](const pb::JobStatusRequest& asked) {
-    return sources.status ? sources.status(asked)
-                          : ApplyStatusRequest(sources.snapshot(), asked);
+  auto status =
+      [&sources](
+          const pb::JobStatusRequest& asked) -> absl::StatusOr<pb::JobStatus> {
+    if (sources.status) return sources.status(asked);
+    auto whole = sources.snapshot();
+    if (!whole.ok()) return whole.status();
+    return ApplyStatusRequest(*whole, asked);
   };
   if (path == "/api/status") {
     const auto asked = ParseStatusQuery(
@@ -76,29 +89,38 @@ HttpResponse HandleStatusRequest(const HttpRequest& request,
     if (!asked.ok()) {
       return TextResponse(400, std::string(asked.status().message()) + "\n");
     }
+    const auto answer = status(*asked);
+    if (!answer.ok()) return SourceFailed(answer.status());
     HttpResponse response;
     response.content_type = "application/json";
-    response.body = FormatJobJson(status(*asked));
+    response.body = FormatJobJson(*answer);
     return response;
   }
   if (path == "/api/events" && sources.events) {
+    const auto events = sources.events();
+    if (!events.ok()) return SourceFailed(events.status());
     HttpResponse response;
     response.content_type = "application/json";
-    response.body = MessageToJson(sources.events());
+    response.body = MessageToJson(*events);
     return response;
   }
   if (path == "/metrics") {
+    // The summary and every machine, not every rank (status_view.h).
+    const auto counts = status(MetricsRequest());
+    if (!counts.ok()) return SourceFailed(counts.status());
     HttpResponse response;
     response.content_type = kMetricsContentType;
-    response.body = FormatMetrics(sources.snapshot());
+    response.body = FormatMetrics(*counts);
     return response;
   }
   if (path == "/") {
+    const auto facts = status(JobFactsRequest());
+    if (!facts.ok()) return SourceFailed(facts.status());
     const std::string nonce = sources.nonce();
     return HttpResponse{
         200,
         "text/html; charset=utf-8",
-        RenderStatusPage(status(JobFactsRequest()), nonce),
+        RenderStatusPage(*facts, nonce),
         {{"Content-Security-Policy", StatusPageSecurityPolicy(nonce)},
          {"Referrer-Policy", "no-referrer"}}};
   }

@@ -11,23 +11,31 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "coordinator/status_http_server.h"
 #include "proto/trl_launch.pb.h"
 
 namespace trl {
 
+// Where the answers come from: the coordinator itself (coord_main.cc), or
+// a coordinator reached over gRPC (`trl-coord ui`, ui_client.h). A source
+// that fails (a coordinator that cannot be reached) makes the request's
+// answer 503 (UNAVAILABLE, DEADLINE_EXCEEDED) or 502 (any other error),
+// with the error's text.
 struct StatusSources {
-  // A snapshot of the whole job (Coordinator::Status: its lock, briefly),
-  // for /metrics.
-  std::function<trl::launch::v1::JobStatus()> snapshot;
+  template <typename T>
+  using Source = std::function<absl::StatusOr<T>()>;
+  // A snapshot of the whole job, from which the views (/api/status, the
+  // page, /metrics) are cut when `status` is unset.
+  Source<trl::launch::v1::JobStatus> snapshot;
   // A fresh random value for each page's Content-Security-Policy nonce.
   std::function<std::string()> nonce;
   // The job's history (Coordinator::Events), for /api/events.
-  std::function<trl::launch::v1::JobEvents()> events;
+  Source<trl::launch::v1::JobEvents> events;
   // What a request asks of the job (Coordinator::Status(request)), for
   // /api/status and the page; without it, the views are cut from
   // snapshot().
-  std::function<trl::launch::v1::JobStatus(
+  std::function<absl::StatusOr<trl::launch::v1::JobStatus>(
       const trl::launch::v1::JobStatusRequest&)>
       status;
 };

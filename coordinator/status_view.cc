@@ -11,12 +11,19 @@ namespace trl {
 namespace pb = trl::launch::v1;
 
 bool AsksForWholeStatus(const pb::JobStatusRequest& request) {
-  return !request.summary() && !request.has_nodes() && !request.has_ranks();
+  return !request.summary() && !request.has_nodes() && !request.has_ranks() &&
+         !request.every_node();
 }
 
 pb::JobStatusRequest SummaryRequest() {
   pb::JobStatusRequest request;
   request.set_summary(true);
+  return request;
+}
+
+pb::JobStatusRequest MetricsRequest() {
+  pb::JobStatusRequest request = SummaryRequest();
+  request.set_every_node(true);
   return request;
 }
 
@@ -124,7 +131,9 @@ pb::JobStatus ApplyStatusRequest(const pb::JobStatus& full,
       *summary->add_recent_failures() = full.failures(i);
     }
   }
-  if (request.has_nodes()) {
+  if (request.every_node()) {
+    *out.mutable_nodes() = full.nodes();
+  } else if (request.has_nodes()) {
     RowFilter filter(request.nodes().filter());
     out.set_nodes_matching(TakeSlice(
         full.nodes(), request.nodes(),

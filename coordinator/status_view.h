@@ -30,6 +30,11 @@ bool AsksForWholeStatus(const trl::launch::v1::JobStatusRequest& request);
 // A summary and nothing else.
 trl::launch::v1::JobStatusRequest SummaryRequest();
 
+// What /metrics shows: the summary (counts by state, failures) and every
+// machine (heartbeat ages), no rank rows: its cost and size grow with the
+// machines, not with the ranks.
+trl::launch::v1::JobStatusRequest MetricsRequest();
+
 // Lost, failed or stopped.
 bool NeedsAttention(absl::string_view state);
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/job_status.h"
 #include "coordinator/job_table.h"
+#include "coordinator/status_metrics.h"
 #include "coordinator/status_view.h"
 
 namespace {
@@ -126,6 +127,33 @@ int main(int argc, char** argv) {
   json.push_back(absl::StrFormat(
       "\"whole_before\": {\"locked_ms\": %.2f}, \"whole_json_ms\": %.2f",
       MedianMs(before), MedianMs(json_ms)));
+  // A scrape of /metrics: the status it asks for, whole (before) or the
+  // metrics view (summary and every machine, no rank rows), rendered; and
+  // that status's size on the wire (what `trl-coord ui` is sent).
+  for (const auto& [name, request] :
+       std::vector<std::pair<std::string, pb::JobStatusRequest>>{
+           {"metrics_from_whole", pb::JobStatusRequest()},
+           {"metrics", trl::MetricsRequest()}}) {
+    std::vector<double> locked, total;
+    size_t bytes = 0, wire_bytes = 0;
+    for (int i = 0; i < runs; ++i) {
+      trl::JobStatusCopy copy;
+      pb::JobStatus status;
+      std::string text;
+      total.push_back(Time([&] {
+        locked.push_back(
+            Time([&] { copy = trl::CopyJobStatus(job, now, request, via); }));
+        status = trl::FinishJobStatus(std::move(copy));
+        text = trl::FormatMetrics(status);
+      }));
+      bytes = text.size();
+      wire_bytes = status.ByteSizeLong();
+    }
+    json.push_back(absl::StrFormat(
+        "\"%s\": {\"locked_ms\": %.2f, \"total_ms\": %.2f, \"bytes\": %d, "
+        "\"wire_bytes\": %d}",
+        name, MedianMs(locked), MedianMs(total), bytes, wire_bytes));
+  }
   std::printf("{%s}\n", absl::StrJoin(json, ", ").c_str());
   return 0;
 }

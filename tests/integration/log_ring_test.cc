@@ -51,6 +51,30 @@ TEST(LogRingTest, KeepsTheLastLinesOfEachRankWithinItsBounds) {
   EXPECT_LE(Drain(small).at(0).lines_size(), 4);
 }
 
+// A subscription sent again (the agent registered again) asks only for
+// the lines read after the last one its client saw.
+TEST(LogRingTest, HistoryAfterATimeHoldsOnlyTheLinesReadLater) {
+  LogRing ring;
+  ring.Append(0, false, "seen");
+  ring.Subscribe(1, {}, /*follow=*/false);
+  const auto first = Drain(ring);
+  ASSERT_EQ(first.size(), 1u);
+  const int64_t seen_ms = first[0].lines(0).unix_ms();
+  // The next line is read in a later millisecond.
+  while (std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+             .count() <= seen_ms) {
+  }
+  ring.Append(0, false, "not seen");
+  ring.Subscribe(2, {}, /*follow=*/false, seen_ms);
+  const auto second = Drain(ring);
+  ASSERT_EQ(second.size(), 1u);
+  ASSERT_EQ(second[0].lines_size(), 1);
+  EXPECT_EQ(second[0].lines(0).text(), "not seen");
+  ring.Subscribe(3, {}, /*follow=*/false, 0);
+  EXPECT_EQ(Drain(ring).at(0).lines_size(), 2);
+}
+
 TEST(LogRingTest, FollowSendsHistoryThenNewLinesInOrder) {
   LogRing ring;
   ring.Append(0, false, "old 0");

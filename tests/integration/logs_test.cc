@@ -115,6 +115,76 @@ TEST_F(LogsTest, FollowShowsARankOfAnotherAgentAsItPrints) {
   EXPECT_EQ(expected, 40) << logs->Stdout();
 }
 
+// `logs -f --machine 1` while machine 1's agent is frozen (SIGSTOP) until
+// the coordinator holds it lost, then comes back: `again` is how (a new
+// agent for machine 1 that takes its place, or the same agent let go on
+// with SIGCONT, which registers again). Generation 1 then runs, and its
+// lines of machine 1 must be shown as they are printed, with no line
+// twice (the retained lines sent again are only those after the last the
+// client got), and the client exits 0 when the job ends.
+class LogsRejoinTest : public LogsTest {
+ protected:
+  void FollowAcrossARejoin(bool replace) {
+    const std::vector<std::string> flags = {"--heartbeat_interval", "0.2",
+                                            "--max_restarts", "1"};
+    // Generation 0 prints until stopped; generation 1 prints 20 lines.
+    const std::vector<std::string> worker = Python(
+        "import os, time\n"
+        "gen = os.environ['TRL_GENERATION']\n"
+        "for i in range(600 if gen == '0' else 20):\n"
+        "    print('gen', gen, 'tick', i, 'of', os.environ['RANK'], "
+        "flush=True)\n"
+        "    time.sleep(0.1)\n");
+    auto agent = StartAgent(2, 4, 1, flags);
+    auto coord = StartCoordinator(2, 4, worker, flags);
+    const pb::JobStatus status = WaitUntilRunning(port_, 4);
+    ASSERT_EQ(status.ranks_size(), 4) << coord->Output();
+    for (const auto& rank : status.ranks()) worker_pids_.insert(rank.pid());
+    auto logs = Logs({"-f", "--machine", "1"});
+    ASSERT_TRUE(logs->WaitForOutput("] gen 0 tick 5 of 3", seconds(20)))
+        << logs->Output();
+    agent->Signal(SIGSTOP);
+    ASSERT_TRUE(coord->WaitForOutput("machine 1 is lost", seconds(20)))
+        << coord->Output();
+    std::unique_ptr<Subprocess> replacement;
+    if (replace) {
+      replacement = StartAgent(2, 4, 1, flags);
+    } else {
+      agent->Signal(SIGCONT);
+    }
+    Subprocess& back = replace ? *replacement : *agent;
+    ASSERT_TRUE(back.WaitForOutput("] gen 1 tick 19 of 3", seconds(30)))
+        << back.Output() << coord->Output();
+    EXPECT_TRUE(logs->WaitForOutput("] gen 1 tick 19 of 3", seconds(10)))
+        << "logs -f showed nothing of machine 1's agent since it registered "
+           "again:\n"
+        << logs->Stdout();
+    EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+    EXPECT_EQ(back.Wait(seconds(30)), 0) << back.Output();
+    EXPECT_EQ(logs->Wait(seconds(15)), 0) << logs->Output();
+    if (replace) agent->Wait(seconds(10));  // killed by the replacement
+    RememberWorkerPids(back.Output());
+    std::set<std::string> seen;
+    int generation_1 = 0;
+    for (const std::string& line : Lines(logs->Stdout())) {
+      std::smatch match;
+      ASSERT_TRUE(std::regex_match(line, match, kLine)) << line;
+      EXPECT_TRUE(match[1] == "2" || match[1] == "3") << line;
+      EXPECT_TRUE(seen.insert(match[2].str()).second) << "twice: " << line;
+      if (match[2].str().rfind("gen 1 ", 0) == 0) ++generation_1;
+    }
+    EXPECT_EQ(generation_1, 40) << logs->Stdout();
+  }
+};
+
+TEST_F(LogsRejoinTest, FollowGoesOnShowingAMachineWhoseAgentWasReplaced) {
+  FollowAcrossARejoin(/*replace=*/true);
+}
+
+TEST_F(LogsRejoinTest, FollowGoesOnShowingAMachineWhoseAgentRegisteredAgain) {
+  FollowAcrossARejoin(/*replace=*/false);
+}
+
 // Without -f: the last lines each rank's agent kept (1000 of 1500), in
 // order, then exit 0; an unknown rank or machine is refused with exit 2.
 TEST_F(LogsTest, ShowsTheRetainedLinesAndRefusesRanksTheJobLacks) {

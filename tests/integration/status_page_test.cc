@@ -103,6 +103,10 @@ TEST_F(StatusPageTest, ANonLoopbackStatusAddressIsRefusedAtStart) {
                                    " is not a loopback address"),
               std::string::npos)
         << coord->Stderr();
+    // And says how to see the page from elsewhere.
+    EXPECT_NE(coord->Stderr().find("`trl-coord ui --address HOST:PORT`"),
+              std::string::npos)
+        << coord->Stderr();
   }
 }
 

@@ -136,5 +136,31 @@ TEST_F(JobEventsTest, TheStatusServerServesTheHistoryAsJson) {
   EXPECT_EQ(HandleStatusRequest(request, sources).status, 403);
 }
 
+TEST(KeepNewestEventsTest, KeepsTheNewestWithinTheCountAndTheBytes) {
+  pb::JobEvents events;
+  for (int i = 0; i < 10; ++i) {
+    pb::JobEvent* event = events.add_events();
+    event->set_generation(i);
+    event->set_text(std::string(100, 'x'));
+  }
+  pb::JobEvents by_count = events;
+  KeepNewestEvents(&by_count, 3, 1 << 20);
+  ASSERT_EQ(by_count.events_size(), 3);
+  EXPECT_EQ(by_count.events(0).generation(), 7);
+  EXPECT_EQ(by_count.events(2).generation(), 9);
+  EXPECT_EQ(by_count.left_out(), 7);
+  // Each event is about 110 bytes: 500 bytes hold 4 of them.
+  pb::JobEvents by_bytes = events;
+  KeepNewestEvents(&by_bytes, 0, 500);
+  ASSERT_EQ(by_bytes.events_size(), 4);
+  EXPECT_EQ(by_bytes.events(0).generation(), 6);
+  EXPECT_EQ(by_bytes.left_out(), 6);
+  EXPECT_LE(by_bytes.ByteSizeLong(), 500u);
+  pb::JobEvents all = events;
+  KeepNewestEvents(&all, 0, 1 << 20);
+  EXPECT_EQ(all.events_size(), 10);
+  EXPECT_EQ(all.left_out(), 0);
+}
+
 }  // namespace
 }  // namespace trl

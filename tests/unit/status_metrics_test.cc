@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "coordinator/job_status.h"
+#include "coordinator/status_view.h"
 
 namespace trl {
 namespace {
@@ -65,6 +66,45 @@ TEST(StatusMetricsTest, MetricsCountTheJobAsItsStatusShowsIt) {
   EXPECT_TRUE(HasLine(text, "trl_launch_refused_calls_total 7"));
   // Counters as integers, never 1.23457e+06.
   EXPECT_TRUE(HasLine(text, "trl_launch_connections_cut_total 1234567"));
+}
+
+// /metrics asks for MetricsRequest (the summary and every machine, no
+// rank rows): it must render exactly what the whole status renders.
+TEST(StatusMetricsTest, TheMetricsViewRendersAsTheWholeStatusDoes) {
+  pb::JobStatus whole = ThreeMachinesOneLost();
+  for (int i = 0; i < 25; ++i) whole.add_failures()->set_rank(i % 4);
+  const pb::JobStatus view = ApplyStatusRequest(whole, MetricsRequest());
+  EXPECT_EQ(view.ranks_size(), 0);
+  EXPECT_EQ(view.nodes_size(), 3);
+  EXPECT_EQ(FormatMetrics(view), FormatMetrics(whole));
+  EXPECT_TRUE(HasLine(FormatMetrics(view), "trl_launch_failures_total 25"));
+
+  // And from the coordinator's own state machine (job_status.cc).
+  const TimePoint now = TimePoint() + std::chrono::seconds(100);
+  JobSettings settings;
+  settings.job_id = "job-2";
+  settings.num_machines = 3;
+  settings.local_world_size = 2;
+  settings.command = {"train.py"};
+  JobStateMachine job(settings, now);
+  for (int m = 0; m < 3; ++m) {
+    AgentInfo agent;
+    agent.machine_rank = m;
+    agent.hostname = "node" + std::to_string(m);
+    agent.local_world_size = 2;
+    ASSERT_TRUE(job.Register(agent, now).ok());
+  }
+  const GenerationStart start = job.StartGeneration(now);
+  for (int m = 0; m < 3; ++m) {
+    job.WorkerStarted(m, start.generation, 0, 100 + m, now);
+  }
+  job.AgentDisconnected(1, now + milliseconds(500));
+  const TimePoint later = now + milliseconds(900);
+  const pb::JobStatus from_machine = FinishJobStatus(
+      CopyJobStatus(job, later, MetricsRequest(), HeartbeatVia()));
+  EXPECT_EQ(from_machine.ranks_size(), 0);
+  EXPECT_EQ(FormatMetrics(from_machine),
+            FormatMetrics(DescribeJob(job, later)));
 }
 
 TEST(StatusMetricsTest, EveryMetricHasHelpAndTypeBeforeItsSamples) {

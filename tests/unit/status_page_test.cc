@@ -6,6 +6,7 @@
 #include "coordinator/job_table.h"
 #include "coordinator/status_metrics.h"
 #include "coordinator/status_routes.h"
+#include "coordinator/status_view.h"
 
 namespace trl {
 namespace {
@@ -43,6 +44,63 @@ TEST(StatusPageTest, ThePageShowsTheJobsTextEscapedAndLoadsNothingElse) {
 
 StatusSources Sources(const pb::JobStatus& status) {
   return StatusSources{[status] { return status; }, [] { return "abc"; }};
+}
+
+// /metrics asks its source for the metrics view, not for every rank, and
+// renders what the whole status would.
+TEST(StatusPageTest, MetricsAskForTheMachinesAndCountsNotEveryRank) {
+  pb::JobStatus whole;
+  whole.set_job_id("job-4");
+  for (int m = 0; m < 2; ++m) {
+    pb::NodeStatus* node = whole.add_nodes();
+    node->set_machine_rank(m);
+    node->set_state("running");
+    node->set_last_heartbeat_age_s(0.5 + m);
+  }
+  for (int r = 0; r < 4; ++r) {
+    whole.add_ranks()->set_rank(r);
+    whole.mutable_ranks(r)->set_state(r == 3 ? "failed" : "running");
+  }
+  std::vector<pb::JobStatusRequest> asked;
+  StatusSources sources = Sources(whole);
+  sources.status = [&](const pb::JobStatusRequest& request) {
+    asked.push_back(request);
+    return ApplyStatusRequest(whole, request);
+  };
+  const HttpResponse response =
+      HandleStatusRequest({"GET", "/metrics", "localhost"}, sources);
+  EXPECT_EQ(response.body, FormatMetrics(whole));
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_TRUE(asked[0].every_node());
+  EXPECT_FALSE(asked[0].has_ranks());
+}
+
+// `trl-coord ui`'s sources fail while the coordinator is gone: every
+// route says so, 503 for a coordinator that cannot be reached (try again),
+// 502 for another refusal.
+TEST(StatusPageTest, ASourceThatFailsIsAnswered503Or502WithItsText) {
+  for (const auto& [failure, code] : std::vector<std::pair<absl::Status, int>>{
+           {absl::UnavailableError("the coordinator cannot be reached"), 503},
+           {absl::DeadlineExceededError("the coordinator cannot be reached"),
+            503},
+           {absl::ResourceExhaustedError("the coordinator cannot be reached"),
+            502}}) {
+    StatusSources sources;
+    sources.snapshot = [failure = failure]() -> absl::StatusOr<pb::JobStatus> {
+      return failure;
+    };
+    sources.events = [failure = failure]() -> absl::StatusOr<pb::JobEvents> {
+      return failure;
+    };
+    sources.nonce = [] { return "abc"; };
+    for (const char* target : {"/", "/api/status", "/api/status?view=summary",
+                               "/api/events", "/metrics"}) {
+      const HttpResponse response =
+          HandleStatusRequest({"GET", target, "localhost"}, sources);
+      EXPECT_EQ(response.status, code) << target << " " << failure;
+      EXPECT_EQ(response.body, "the coordinator cannot be reached\n");
+    }
+  }
 }
 
 TEST(StatusPageTest, RoutesServeThePsJsonTheMetricsAndThePage) {

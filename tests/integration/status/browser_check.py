@@ -7,7 +7,10 @@ last line `<img src=x onerror=alert(1)>` as text, not as an element.
 Then, two ranks a page, the page moves through the pages and searches,
 each time asking the server for that page only. Screenshots go to SCRATCH (before.png, after.png).
 
-    browser_check.py CHROMIUM STATUS_PORT SCRATCH
+    browser_check.py CHROMIUM STATUS_PORT SCRATCH [MACHINE_ADDRESS]
+
+MACHINE_ADDRESS (default 127.0.0.1) is the address the page must show for
+the machines; STATUS_PORT may be the coordinator's or a `trl-coord ui`'s.
 Exit 0 when all holds; 1 saying what did not; 77 when Chromium is missing."""
 import base64
 import json
@@ -180,6 +183,7 @@ def check_paging(page, status_port):
 
 def main():
     chromium, status_port, scratch = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    machine_address = sys.argv[4] if len(sys.argv) > 4 else "127.0.0.1"
     if not shutil.which(chromium):
         print(f"{chromium} is not installed (scripts/setup.sh --tests)")
         return 77
@@ -198,7 +202,7 @@ def main():
         # A mark the page keeps only as long as it is not loaded again.
         page.evaluate("window.loadedOnce = 'yes'")
         text = page.evaluate("document.body.innerText")
-        for shown in ["2 of 2 machines: running 2", "127.0.0.1",
+        for shown in ["2 of 2 machines: running 2", machine_address,
                       "4 ranks: running 4", "Failures", "Generations"]:
             assert shown in text, f"{shown!r} missing from:\n{text}"
         size = page.screenshot(os.path.join(scratch, "before.png"))
