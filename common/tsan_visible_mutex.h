@@ -55,18 +55,11 @@ bool AwaitWithTimeout(absl::Mutex* mutex, const Predicate& predicate,
   return held;
 }
 
+// Mutex::Await: without a timeout.
 template <typename Predicate>
 void Await(absl::Mutex* mutex, const Predicate& predicate)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
-  auto seen = [mutex, &predicate]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    TakeFromGrpc(mutex);
-    const bool holds = predicate();
-    HandToGrpc(mutex);  // false: absl gives the mutex up after this
-    return holds;
-  };
-  HandToGrpc(mutex);
-  mutex->Await(absl::Condition(&seen));
-  TakeFromGrpc(mutex);
+  AwaitWithTimeout(mutex, predicate, absl::InfiniteDuration());
 }
 
 }  // namespace trl

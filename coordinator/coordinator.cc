@@ -21,11 +21,11 @@ Coordinator::Coordinator(CoordinatorOptions options,
       core_(std::move(options), std::move(rendezvous), std::move(clock)) {
   core_.SetOffload(
       [this](std::function<void()> work, std::function<void()> done) {
-        slow_work_.Post([this, work = std::move(work),
-                         done = std::move(done)]() mutable {
-          work();
-          Post(std::move(done));
-        });
+        slow_work_.Post(
+            [this, work = std::move(work), done = std::move(done)]() mutable {
+              work();
+              Post(std::move(done));
+            });
       });
   PublishOutcome();
   owner_ = std::thread([this] { RunOwner(); });
@@ -34,7 +34,8 @@ Coordinator::Coordinator(CoordinatorOptions options,
 Coordinator::~Coordinator() {
   // The job's last writes (its state file removed at the end) are slow
   // work whose end comes back as an event: the owner must still run.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (Ask([this] { return core_.WorkOutstanding(); }) &&
          std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -201,11 +202,10 @@ std::optional<JobOutcome> Coordinator::WaitForOutcome(
   auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return outcome_.has_value();
   };
-  AwaitWithTimeout(
-      &mutex_, ended,
-      absl::FromChrono(std::max<TimePoint::duration>(
-          deadline - std::chrono::steady_clock::now(),
-          TimePoint::duration::zero())));
+  AwaitWithTimeout(&mutex_, ended,
+                   absl::FromChrono(std::max<TimePoint::duration>(
+                       deadline - std::chrono::steady_clock::now(),
+                       TimePoint::duration::zero())));
   return outcome_;
 }
 
@@ -217,8 +217,8 @@ bool Coordinator::WaitForFarewells(TimePoint deadline) const {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
     // In slices: machines stop being awaited as the clock passes.
-    std::this_thread::sleep_for(
-        std::min<TimePoint::duration>(deadline - now, std::chrono::milliseconds(50)));
+    std::this_thread::sleep_for(std::min<TimePoint::duration>(
+        deadline - now, std::chrono::milliseconds(50)));
   }
 }
 

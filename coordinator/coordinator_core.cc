@@ -113,7 +113,8 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
   }
 }
 
-void CoordinatorCore::Note(const char* kind, int machine_rank, std::string text) {
+void CoordinatorCore::Note(const char* kind, int machine_rank,
+                           std::string text) {
   pb::JobEvent event;
   event.set_generation(machine_.generation());
   event.set_kind(kind);
@@ -125,9 +126,7 @@ void CoordinatorCore::Note(const char* kind, int machine_rank, std::string text)
   events_.Append(std::move(event), deferred);
 }
 
-pb::JobEvents CoordinatorCore::Events() const {
-  return events_.All();
-}
+pb::JobEvents CoordinatorCore::Events() const { return events_.All(); }
 
 void CoordinatorCore::OffloadWork(std::function<void()> work,
                                   std::function<void()> done) {
@@ -186,7 +185,8 @@ void CoordinatorCore::PersistInBackground(JobRecord record) {
       });
 }
 
-void CoordinatorCore::OnMessage(AgentLink* link, const pb::AgentMessage& message) {
+void CoordinatorCore::OnMessage(AgentLink* link,
+                                const pb::AgentMessage& message) {
   links_.insert(link);
   if (message.has_registration()) {
     HandleRegistration(link, message.registration());
@@ -201,7 +201,7 @@ void CoordinatorCore::OnMessage(AgentLink* link, const pb::AgentMessage& message
       awaiting_farewell_.erase(told->second);
       told_of_end_.erase(told);
       link->Close();
-        }
+    }
     return;
   }
   auto found = registered_.find(link);
@@ -274,7 +274,7 @@ void CoordinatorCore::OnMessage(AgentLink* link, const pb::AgentMessage& message
 }
 
 void CoordinatorCore::HandleRegistration(AgentLink* link,
-                                     const pb::AgentRegistration& request) {
+                                         const pb::AgentRegistration& request) {
   if (registered_.count(link)) return;  // registers once per stream
   AgentInfo info;
   info.machine_rank = request.machine_rank();
@@ -588,7 +588,7 @@ int CoordinatorCore::MachineOf(const AgentLink* link) const {
 }
 
 int CoordinatorCore::SendToMachines(const std::set<int>& machines,
-                                const pb::CoordinatorMessage& message) {
+                                    const pb::CoordinatorMessage& message) {
   int sent = 0;
   for (const auto& [link, agent] : registered_) {
     if (!machines.empty() && machines.count(agent.machine_rank) == 0) continue;
@@ -615,7 +615,7 @@ void CoordinatorCore::OnDisconnected(AgentLink* link) {
 }
 
 void CoordinatorCore::RequestStop(const std::string& reason, int exit_code,
-                              const StopSignal& signal) {
+                                  const StopSignal& signal) {
   if (!IsFinished(machine_.phase())) Note("stop_requested", -1, reason);
   RememberStopSignal(signal);
   Execute(machine_.StopRequested(reason, exit_code, clock_()));
@@ -623,7 +623,7 @@ void CoordinatorCore::RequestStop(const std::string& reason, int exit_code,
 }
 
 void CoordinatorCore::OfferUdpSession(AgentLink* link, Registered& agent,
-                                  pb::RegistrationReply* reply) {
+                                      pb::RegistrationReply* reply) {
   // One draw: 8 bytes of session, then the key. Without randomness, or on
   // a (2^-64) clash, no offer: heartbeats stay on the stream.
   const std::string random = random_bytes_(8 + kHeartbeatKeySize);
@@ -642,8 +642,8 @@ void CoordinatorCore::OfferUdpSession(AgentLink* link, Registered& agent,
   reply->set_heartbeat_key(key);
 }
 
-std::map<AgentLink*, CoordinatorCore::Registered>::iterator CoordinatorCore::Unregister(
-    std::map<AgentLink*, Registered>::iterator it) {
+std::map<AgentLink*, CoordinatorCore::Registered>::iterator
+CoordinatorCore::Unregister(std::map<AgentLink*, Registered>::iterator it) {
   if (it->second.udp_session != 0)
     by_udp_session_.erase(it->second.udp_session);
   return registered_.erase(it);
@@ -655,7 +655,8 @@ void CoordinatorCore::OfferUdpHeartbeats(
   random_bytes_ = std::move(random_bytes);
 }
 
-std::vector<CoordinatorCore::DatagramReply> CoordinatorCore::OnHeartbeatDatagrams(
+std::vector<CoordinatorCore::DatagramReply>
+CoordinatorCore::OnHeartbeatDatagrams(
     const std::vector<std::string_view>& datagrams) {
   std::vector<DatagramReply> replies;
   const TimePoint now = clock_();
@@ -729,7 +730,8 @@ JobStatusCopy CoordinatorCore::CopyStatus(
     const auto found = via->find(machine_rank);
     return found == via->end() ? nullptr : found->second;
   };
-  JobStatusCopy copy = CopyJobStatus(machine_, clock_(), request, heartbeat_via);
+  JobStatusCopy copy =
+      CopyJobStatus(machine_, clock_(), request, heartbeat_via);
   if (defence_counts_) {
     const DefenceCounts counts = defence_counts_();
     copy.status.set_refused_calls(counts.refused_calls);

@@ -80,11 +80,11 @@ class CoordinatorCore {
   using Clock = std::function<TimePoint()>;
   // Runs `work` where slow work may run (it must not touch the core), then
   // `done` on the owner's thread. Without one, both run at once, in line.
-  using Offload =
-      std::function<void(std::function<void()> work, std::function<void()> done)>;
+  using Offload = std::function<void(std::function<void()> work,
+                                     std::function<void()> done)>;
 
   CoordinatorCore(CoordinatorOptions options, RendezvousSource rendezvous,
-              Clock clock);
+                  Clock clock);
 
   void OnMessage(AgentLink* link, const trl::launch::v1::AgentMessage& message);
   // Idempotent: a link may report its end more than once.

@@ -1,8 +1,8 @@
 #include "coordinator/serial_worker.h"
 
-#include "common/tsan_visible_mutex.h"
-
 #include <utility>
+
+#include "common/tsan_visible_mutex.h"
 
 namespace trl {
 

@@ -67,8 +67,7 @@ class BlockingRendezvous {
   }
   bool CalledWithin(int calls, milliseconds wait) {
     std::unique_lock<std::mutex> lock(mutex_);
-    return changed_.wait_for(lock, wait,
-                             [&] { return calls_ >= calls; });
+    return changed_.wait_for(lock, wait, [&] { return calls_ >= calls; });
   }
   void Release() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -97,8 +96,9 @@ class CoordinatorOwnerTest : public ::testing::Test {
  protected:
   CoordinatorOwnerTest() : options_(TwoMachineCpuJob()) {
     options_.tick_interval = milliseconds(50);
-    core_ = std::make_unique<Coordinator>(options_, rendezvous_.Source(),
-                                          [] { return std::chrono::steady_clock::now(); });
+    core_ = std::make_unique<Coordinator>(options_, rendezvous_.Source(), [] {
+      return std::chrono::steady_clock::now();
+    });
   }
   ~CoordinatorOwnerTest() override {
     rendezvous_.Release();  // whatever the test did, nothing stays blocked
@@ -120,9 +120,8 @@ TEST_F(CoordinatorOwnerTest, ASlowRendezvousHoldsUpNeitherStatusNorHeartbeats) {
   ASSERT_TRUE(rendezvous_.CalledWithin(1, milliseconds(5000)));
 
   // The rendezvous blocks: the owner goes on answering.
-  auto status = std::async(std::launch::async, [this] {
-    return core_->Status();
-  });
+  auto status =
+      std::async(std::launch::async, [this] { return core_->Status(); });
   ASSERT_EQ(status.wait_for(milliseconds(2000)), std::future_status::ready)
       << "a status query waited for the rendezvous";
   EXPECT_EQ(status.get().state(), "waiting_for_agents");
@@ -145,7 +144,8 @@ TEST_F(CoordinatorOwnerTest, ASlowRendezvousHoldsUpNeitherStatusNorHeartbeats) {
 // The core alone, with slow work that runs only when the test says: a
 // generation prepared for a job that changed meanwhile (machine 1 left
 // and came back on a new stream) is dropped and prepared anew.
-TEST(CoordinatorCoreOffloadTest, AGenerationPreparedForAJobThatChangedDoesNotStart) {
+TEST(CoordinatorCoreOffloadTest,
+     AGenerationPreparedForAJobThatChangedDoesNotStart) {
   const CoordinatorOptions options = TwoMachineCpuJob();
   TimePoint now = TimePoint{} + seconds(1000);
   int rendezvous_calls = 0;
@@ -198,9 +198,8 @@ TEST_F(CoordinatorOwnerTest, AQueryFromTheOwnerItselfIsAnsweredAtOnce) {
     counts.refused_calls = core_->AgentPeers().size() + 7;
     return counts;
   });
-  auto status = std::async(std::launch::async, [this] {
-    return core_->Status();
-  });
+  auto status =
+      std::async(std::launch::async, [this] { return core_->Status(); });
   ASSERT_EQ(status.wait_for(milliseconds(5000)), std::future_status::ready)
       << "the owner waited for itself";
   EXPECT_EQ(status.get().refused_calls(), 7u);
