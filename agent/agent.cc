@@ -31,16 +31,27 @@ namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("agent"); }
 
+AgentCoreSettings CoreSettings(const AgentOptions& options) {
+  AgentCoreSettings settings;
+  settings.heartbeat_interval = options.heartbeat_interval;
+  settings.lease = options.lease;
+  settings.udp_heartbeats = options.udp_heartbeats;
+  settings.connect_timeout = options.connect_timeout;
+  settings.reconnect_timeout = options.reconnect_timeout;
+  return settings;
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options, Console* console)
-    : options_(std::move(options)), console_(console) {}
+    : options_(std::move(options)),
+      console_(console),
+      core_(CoreSettings(options_)) {}
 
 Agent::~Agent() = default;
 
 int Agent::StopExitCode() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stop_signal_ != 0 ? 128 + stop_signal_ : 0;
+  return core_.With([](AgentCore& core) { return core.StopExitCode(); });
 }
 
 bool Agent::WaitForCoordinator(
@@ -167,13 +178,6 @@ int Agent::Run() {
   };
   int exit_code = 1;
   auto unreachable_since = steady_clock::now();
-  // The first connection may wait for the whole rendezvous; after a lost
-  // coordinator, only for the reconnect timeout: an agent whose coordinator
-  // never comes back leaves instead of waiting for a job that is over.
-  auto wait_limit = options_.connect_timeout;
-  // What this machine's workers of the last generation did on their own,
-  // carried from a lost session to the next registration.
-  std::vector<pb::WorkerExited> last_exits;
   // Workers verify the coordinator's store with the identity's certificate
   // (public); the private key stays in this process.
   const std::string host_id = LocalHostId();
@@ -186,17 +190,20 @@ int Agent::Run() {
       store_certificate.clear();
     }
   }
-  // Once a handshake with this coordinator has succeeded, it has proved it
-  // holds the token: a later handshake that fails is the network's or a
-  // frozen or flooded coordinator's doing, and is waited out (up to the
-  // reconnect timeout), never taken for a refusal (nemesis, seed 1: an
-  // agent reconnecting to a coordinator that had been frozen for 3 s
-  // gave up with exit 2 and its job never finished).
-  bool handshake_proven = false;
   while (true) {
+    // The first connection may wait for the whole rendezvous; after a lost
+    // coordinator, only for the reconnect timeout. Once a handshake with
+    // this coordinator has succeeded, it has proved it holds the token: a
+    // later handshake that fails is the network's or a frozen or flooded
+    // coordinator's doing, and is waited out, never taken for a refusal
+    // (nemesis, seed 1: an agent reconnecting to a coordinator that had
+    // been frozen for 3 s gave up with exit 2 and its job never finished).
+    const auto [wait_limit, may_be_refused] = core_.With([](AgentCore& core) {
+      return std::make_pair(core.WaitLimit(), core.HandshakeMayBeRefusal());
+    });
     bool refused = false;
     if (!WaitForCoordinator(channel, credentials, wait_limit,
-                            handshake_proven ? nullptr : &refused)) {
+                            may_be_refused ? &refused : nullptr)) {
       exit_code = StopExitCode() != 0 ? StopExitCode() : refused ? 2 : 1;
       break;
     }
@@ -243,34 +250,26 @@ int Agent::Run() {
       (*registration.mutable_config_fingerprint())[key] = value;
     }
 
-    for (const auto& exited : last_exits) {
-      *registration.add_last_generation_exits() = exited;
-    }
     AgentSession session(session_options, console_, channel, scratch_dir,
-                         last_exits);
+                         &core_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (stop_signal_ != 0) {
-        exit_code = 128 + stop_signal_;
+      if (StopExitCode() != 0) {
+        exit_code = StopExitCode();
         break;
       }
       session_ = &session;
     }
-    const AgentSession::End end = session.Run(registration);
+    const SessionEnd end = session.Run(registration);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       session_ = nullptr;
     }
-    exit_code = end.exit_code;
-    last_exits = session.OwnExitsOfLastGeneration();
-    if (end.kind != AgentSession::End::kLost) break;
-    handshake_proven = true;
-    wait_limit = options_.reconnect_timeout;
+    const AgentCore::Next next =
+        core_.With([&](AgentCore& core) { return core.AfterSession(end); });
+    exit_code = next.exit_code;
+    if (!next.rejoin) break;
     channel = AgentChannel(target, credentials, derived);
-    if (StopExitCode() != 0) {
-      exit_code = StopExitCode();
-      break;
-    }
     // Rejoin: after a jittered pause, so that a whole cluster that lost its
     // coordinator does not reconnect in one burst.
     Log()->info("reconnecting to the coordinator after {} ms",
@@ -284,7 +283,10 @@ int Agent::Run() {
 
 void Agent::RequestStop(const StopSignal& signal) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const bool escalate = stop_signal_ != 0;
+  const auto [escalate, effects] = core_.With([&](AgentCore& core) {
+    const bool again = core.StopExitCode() != 0;
+    return std::make_pair(again, core.StopRequested(signal));
+  });
   if (escalate) {
     Log()->warn("received {} again: killing the workers now",
                 SignalName(signal.number));
@@ -294,8 +296,7 @@ void Agent::RequestStop(const StopSignal& signal) {
         "once)",
         SignalName(signal.number));
   }
-  if (!escalate) stop_signal_ = signal.number;
-  if (session_) session_->StopLocally(signal, escalate);
+  if (session_) session_->Apply(effects);
 }
 
 }  // namespace trl

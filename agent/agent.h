@@ -15,6 +15,7 @@
 #include <string>
 
 #include "agent/console.h"
+#include "agent/shared_agent_core.h"
 #include "agent/worker_user.h"
 #include "common/accelerate_config.h"
 #include "common/derived_identity.h"
@@ -111,9 +112,10 @@ class Agent {
 
   const AgentOptions options_;
   Console* const console_;
+  // The agent's decisions, across its sessions.
+  SharedAgentCore core_;
   std::mutex mutex_;
   AgentSession* session_ = nullptr;  // set while a session runs
-  int stop_signal_ = 0;
 };
 
 }  // namespace trl

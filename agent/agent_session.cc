@@ -33,34 +33,16 @@ namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("agent"); }
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 AgentSession::AgentSession(const AgentOptions& options, Console* console,
                            std::shared_ptr<grpc::Channel> channel,
-                           std::string scratch_dir,
-                           std::vector<pb::WorkerExited> carried_exits)
+                           std::string scratch_dir, SharedAgentCore* core)
     : options_(options),
       console_(console),
       stub_(pb::Coordinator::NewStub(channel)),
-      scratch_dir_(std::move(scratch_dir)) {
-  for (auto& exited : carried_exits) {
-    report_generation_ = exited.generation();
-    own_exits_[exited.local_rank()] = std::move(exited);
-  }
-}
-
-std::vector<pb::WorkerExited> AgentSession::OwnExitsOfLastGeneration() const {
-  std::lock_guard<std::mutex> lock(report_mutex_);
-  std::vector<pb::WorkerExited> exits;
-  for (const auto& [local, exited] : own_exits_) exits.push_back(exited);
-  return exits;
-}
+      scratch_dir_(std::move(scratch_dir)),
+      core_(core) {}
 
 AgentSession::~AgentSession() = default;
 
@@ -70,81 +52,94 @@ bool AgentSession::Write(const pb::AgentMessage& message) {
   return stream_->Write(message);
 }
 
-void AgentSession::StopLocally(const StopSignal& signal, bool escalate) {
-  {
-    std::lock_guard<std::mutex> lock(group_mutex_);
-    if (group_) group_->Stop(escalate ? StopSignal{SIGKILL} : signal);
+void AgentSession::Apply(const AgentEffects& effects,
+                         const pb::RegistrationReply* reply) {
+  const int machine_rank = options_.config.machine_rank;
+  if (effects.sweep_stale) SweepStale(machine_rank);
+  if (effects.open_datagrams) {
+    UseUdpHeartbeats(machine_rank, *effects.open_datagrams);
   }
-  if (escalate) return;
-  pb::AgentMessage message;
-  message.mutable_stopping()->set_reason(absl::StrCat(
-      "received ", SignalName(signal.number),
-      signal.workers_have_it ? " (Slurm sent it to the workers)" : ""));
-  message.mutable_stopping()->set_signal(signal.number);
-  message.mutable_stopping()->set_workers_have_signal(signal.workers_have_it);
-  Write(message);
+  if (effects.check_command && reply != nullptr) CheckCommand(*reply);
+  if (effects.end_workers) {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    EndGroup();  // nothing of an older generation may survive
+  }
+  if (effects.start_workers) StartWorkers(*effects.start_workers);
+  if (effects.signal_workers) {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    if (group_) group_->Stop(*effects.signal_workers);
+  }
+  for (const auto& message : effects.send) Write(message);
+  if (effects.cancel_stream) context_.TryCancel();
 }
 
-AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
-  last_heard_ns_ = NowNs();
+void AgentSession::SweepStale(int machine_rank) {
+  // The reader waits meanwhile, with the coordinator's acks unread in the
+  // socket: the core holds the lease open until the sweep ends.
+  core_->With([](AgentCore& core) { core.SweepStarted(); });
+  const StaleProcesses stale = KillStaleProcessesOf(
+      JoinHostPort(options_.coordinator_host, options_.coordinator_port),
+      machine_rank);
+  core_->With([](AgentCore& core) { core.SweepEnded(); });
+  if (stale.workers > 0 || stale.agents > 0) {
+    Log()->warn(
+        "killed {} worker process(es) and {} agent(s) that an earlier agent "
+        "of machine {} left on this host",
+        stale.workers, stale.agents, machine_rank);
+  }
+}
+
+SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
   if (!options_.auth_token.empty()) {
     context_.AddMetadata(kAuthMetadataKey, BearerValue(options_.auth_token));
   }
+  const pb::AgentMessage hello = core_->With([&](AgentCore& core) {
+    return core.StartSession(registration, steady_clock::now());
+  });
   stream_ = stub_->Attach(&context_);
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
     open_ = true;
   }
-  pb::AgentMessage hello;
-  *hello.mutable_registration() = registration;
   Write(hello);
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread lease([this] { WatchLease(); });
   std::thread logs([this] { ForwardLogs(); });
 
-  std::optional<End> end;
+  std::optional<SessionEnd> end;
   pb::CoordinatorMessage message;
   while (!end && stream_->Read(&message)) {
-    last_heard_ns_ = NowNs();
+    const AgentEffects effects = core_->With([&](AgentCore& core) {
+      return core.Received(message, steady_clock::now());
+    });
     switch (message.body_case()) {
       case pb::CoordinatorMessage::kRegistrationReply: {
         const auto& reply = message.registration_reply();
         if (!reply.accepted()) {
           Log()->error("the coordinator refused this agent: {}",
                        reply.reason());
-          end = End{End::kRefused, 2};
         } else {
           Log()->info("machine {} registered with job {}",
                       registration.machine_rank(), reply.job_id());
-          // Accepted: the coordinator holds this machine lost (or new), so
-          // whatever an earlier agent of it left on this host (killed,
-          // frozen) is ended now, before any assignment is read: the
-          // coordinator gives the machine's ranks to an agent on the same
-          // host at once, trusting this. (Before acceptance it would kill a
-          // healthy agent's workers when a second agent is started by
-          // mistake.)
-          sweeping_ = true;
-          const StaleProcesses stale =
-              KillStaleProcessesOf(JoinHostPort(options_.coordinator_host,
-                                                options_.coordinator_port),
-                                   registration.machine_rank());
-          sweeping_ = false;
-          if (stale.workers > 0 || stale.agents > 0) {
-            Log()->warn(
-                "killed {} worker process(es) and {} agent(s) that an "
-                "earlier agent of machine {} left on this host",
-                stale.workers, stale.agents, registration.machine_rank());
-          }
-          if (reply.heartbeat_udp_port() > 0 && options_.udp_heartbeats) {
-            UseUdpHeartbeats(registration.machine_rank(), reply);
-          }
-          if (registration.checks_command()) CheckCommand(reply);
         }
+        Apply(effects, &reply);
         break;
       }
-      case pb::CoordinatorMessage::kAssignment:
-        StartWorkers(message.assignment());
+      case pb::CoordinatorMessage::kAssignment: {
+        const auto& assignment = message.assignment();
+        if (effects.end_workers) {
+          stop_grace_ = std::chrono::milliseconds(
+              static_cast<int64_t>(assignment.stop_grace_s() * 1000));
+        }
+        if (assignment.argv_size() > 0 && !effects.start_workers &&
+            !effects.send.empty()) {
+          Log()->error(
+              "refusing generation {}: job id '{}' is not a valid job id",
+              assignment.generation(), assignment.job_id());
+        }
+        Apply(effects);
         break;
+      }
       case pb::CoordinatorMessage::kLogSubscribe:
         OnLogSubscribe(message.log_subscribe());
         break;
@@ -161,36 +156,29 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
         log_subscriptions_.erase(id);
         break;
       }
-      case pb::CoordinatorMessage::kStop: {
-        std::lock_guard<std::mutex> lock(group_mutex_);
-        if (group_ && group_->generation() == message.stop().generation()) {
-          Log()->info("stopping generation {}: {}", group_->generation(),
+      case pb::CoordinatorMessage::kStop:
+        if (effects.signal_workers) {
+          Log()->info("stopping generation {}: {}", message.stop().generation(),
                       message.stop().reason());
-          const auto& stop = message.stop();
-          group_->Stop(StopSignal{stop.signal() > 0 ? stop.signal() : SIGTERM,
-                                  stop.workers_have_signal()});
         }
+        Apply(effects);
         break;
-      }
-      case pb::CoordinatorMessage::kFinished: {
-        const auto& finished = message.finished();
-        Log()->info("job {}: {}", finished.state(), finished.summary());
-        end = End{End::kJobFinished, finished.exit_code()};
-        // The coordinator stays until every machine it told has heard.
-        pb::AgentMessage heard;
-        heard.mutable_job_end_heard();
-        Write(heard);
+      case pb::CoordinatorMessage::kFinished:
+        Log()->info("job {}: {}", message.finished().state(),
+                    message.finished().summary());
+        Apply(effects);
         break;
-      }
       default:
+        Apply(effects);
         break;
     }
+    end = effects.end;
   }
   if (!end) {
-    // From here on, exits are ours (the stop below), not the workers' own.
-    connection_lost_ = true;
-    end = End{End::kLost, 1};
-    if (lease_expired_) {
+    end = core_->With([](AgentCore& core) { return core.StreamEnded(); });
+    const bool lease_expired =
+        core_->With([](AgentCore& core) { return core.lease_expired(); });
+    if (lease_expired) {
       Log()->error(
           "no word from the coordinator for {} ms (the lease); stopping "
           "workers",
@@ -203,7 +191,7 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
     }
   }
   // Stop the workers and wait for them without holding group_mutex_: a
-  // second stop signal (StopLocally) must be able to cut the grace short
+  // second stop signal (Apply) must be able to cut the grace short
   // meanwhile. Only this thread replaces or ends the group.
   WorkerGroup* stopping = nullptr;
   {
@@ -238,7 +226,7 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
   }
   lease_wakeup_.notify_all();
   lease.join();
-  if (end->kind == End::kJobFinished) {
+  if (end->kind == SessionEnd::kJobFinished) {
     stream_->WritesDone();
     // Finish waits for the status, which comes after any message still on
     // its way (a heartbeat ack): read them; a coordinator that never ends
@@ -261,19 +249,20 @@ AgentSession::End AgentSession::Run(const pb::AgentRegistration& registration) {
     }
     drained_wakeup.notify_all();
     guard.join();
-  } else if (end->kind == End::kRefused) {
+  } else if (end->kind == SessionEnd::kRefused) {
     context_.TryCancel();
   }
   const grpc::Status status = stream_->Finish();
-  if (end->kind == End::kLost &&
-      (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-       status.error_code() == grpc::StatusCode::PERMISSION_DENIED)) {
-    // A wrong token will not get better by retrying.
+  const bool not_authenticated =
+      status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+      status.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+  const SessionEnd final_end = core_->With(
+      [&](AgentCore& core) { return core.Finished(*end, not_authenticated); });
+  if (final_end.kind != end->kind) {
     Log()->error("the coordinator refused this agent: {}",
                  status.error_message());
-    end = End{End::kRefused, 2};
   }
-  return *end;
+  return final_end;
 }
 
 std::string AgentSession::SearchPath() const {
@@ -302,10 +291,10 @@ void AgentSession::CheckCommand(const pb::RegistrationReply& reply) {
 }
 
 void AgentSession::UseUdpHeartbeats(int machine_rank,
-                                    const pb::RegistrationReply& reply) {
-  auto sender = UdpHeartbeatSender::Open(
-      options_.coordinator_host, reply.heartbeat_udp_port(), machine_rank,
-      reply.heartbeat_session(), reply.heartbeat_key());
+                                    const AgentEffects::Datagrams& to) {
+  auto sender = UdpHeartbeatSender::Open(options_.coordinator_host, to.port,
+                                         machine_rank, to.session, to.key);
+  core_->With([&](AgentCore& core) { core.UdpOpened(sender.ok()); });
   if (!sender.ok()) {
     Log()->warn("heartbeats stay on the gRPC stream: {}",
                 std::string(sender.status().message()));
@@ -322,25 +311,21 @@ void AgentSession::HeartbeatLoop() {
   // Wake often enough to read acks that keep the lease.
   const auto period = std::min<std::chrono::milliseconds>(
       options_.heartbeat_interval, std::chrono::milliseconds(250));
-  auto next_beat = steady_clock::now();
   std::unique_lock<std::mutex> lock(write_mutex_);
   while (open_) {
     const auto now = steady_clock::now();
-    if (udp_ && udp_->ReadAcks() > 0) last_heard_ns_ = NowNs();
-    if (now >= next_beat) {
-      // Datagrams alone while each is acknowledged before the next is
-      // due; the stream as well while one is not (a firewall, a lost
-      // datagram): the coordinator then hears from this agent at least
-      // every 2 intervals, within its 3-interval timeout.
-      const bool udp_heard = udp_ && udp_->LastHeartbeatAcked();
-      if (udp_) udp_->SendHeartbeat();
-      if (!udp_heard) stream_->Write(beat);
-      next_beat = now + options_.heartbeat_interval;
-    }
-    if (lease_expired_) break;
-    // At the next beat, or sooner to keep an eye on the lease.
+    const int acks = udp_ ? udp_->ReadAcks() : 0;
+    const bool acked = udp_ && udp_->LastHeartbeatAcked();
+    const auto [due, expired] = core_->With([&](AgentCore& core) {
+      core.UdpAcksRead(acks, now);
+      return std::make_pair(core.HeartbeatAt(now, acked), core.lease_expired());
+    });
+    if (expired) break;
+    if (due.datagram && udp_) udp_->SendHeartbeat();
+    if (due.stream) stream_->Write(beat);
+    // At the next beat, or sooner to read acks.
     heartbeat_wakeup_.wait_until(
-        lock, std::min(next_beat, steady_clock::now() + period));
+        lock, std::min(due.next, steady_clock::now() + period));
   }
 }
 
@@ -391,32 +376,18 @@ void AgentSession::ForwardLogs() {
 }
 
 void AgentSession::WatchLease() {
-  // Reads only atomics and its own mutex: a stream write blocked in a
+  // Takes only the core's lock and its own: a stream write blocked in a
   // silent partition (which holds write_mutex_) cannot delay the lease.
   std::unique_lock<std::mutex> lock(lease_mutex_);
   while (!lease_watch_ended_) {
-    const auto expires = steady_clock::time_point(
-        std::chrono::nanoseconds(last_heard_ns_.load()) + options_.lease);
-    if (sweeping_) {
-      lease_wakeup_.wait_for(lock, std::chrono::milliseconds(20));
-      continue;
-    }
-    if (steady_clock::now() > expires) {
-      // A process that was frozen (SIGSTOP, a paused VM) wakes with the
-      // coordinator's last words still in its socket: let the reader take
-      // them first (a job that finished while we were frozen must end as
-      // finished, not as a lost connection).
-      lease_wakeup_.wait_for(lock, std::chrono::milliseconds(200));
-      if (lease_watch_ended_) return;
-      const auto heard = steady_clock::time_point(
-          std::chrono::nanoseconds(last_heard_ns_.load()) + options_.lease);
-      if (steady_clock::now() <= heard) continue;
-      lease_expired_ = true;
+    const AgentCore::Lease lease = core_->With(
+        [](AgentCore& core) { return core.LeaseAt(steady_clock::now()); });
+    if (lease.expired) {
       context_.TryCancel();  // a blocked Write or Read returns: Run ends
       heartbeat_wakeup_.notify_all();
       return;
     }
-    lease_wakeup_.wait_until(lock, expires + std::chrono::milliseconds(1));
+    lease_wakeup_.wait_until(lock, lease.check_again);
   }
 }
 
@@ -435,60 +406,32 @@ void AgentSession::EndGroup() {
 
 void AgentSession::ReportExit(int64_t generation, int local_rank,
                               const WorkerOutcome& outcome) {
-  pb::AgentMessage message;
-  auto* exited = message.mutable_worker_exited();
-  exited->set_generation(generation);
-  exited->set_local_rank(local_rank);
-  exited->set_exit_code(outcome.exit.exit_code);
-  exited->set_signal(outcome.exit.signal);
+  pb::WorkerExited exited;
+  exited.set_generation(generation);
+  exited.set_local_rank(local_rank);
+  exited.set_exit_code(outcome.exit.exit_code);
+  exited.set_signal(outcome.exit.signal);
   // The worker's own words (and paths) may be any bytes; a proto3 string
   // that is not UTF-8 would not parse, losing this report and the stream.
-  exited->set_start_error(ToValidUtf8(outcome.start_error));
-  exited->set_out_of_resources(outcome.out_of_resources);
-  exited->set_reason(ToValidUtf8(outcome.reason));
+  exited.set_start_error(ToValidUtf8(outcome.start_error));
+  exited.set_out_of_resources(outcome.out_of_resources);
+  exited.set_reason(ToValidUtf8(outcome.reason));
   for (const auto& line : outcome.last_lines) {
-    exited->add_last_lines(ToValidUtf8(line));
+    exited.add_last_lines(ToValidUtf8(line));
   }
   Log()->debug("generation {}: local rank {} exited (code {}, signal {})",
                generation, local_rank, outcome.exit.exit_code,
                outcome.exit.signal);
-  if (!connection_lost_) {
-    std::lock_guard<std::mutex> lock(report_mutex_);
-    if (generation == report_generation_) {
-      pb::WorkerExited kept = *exited;
-      kept.clear_last_lines();  // the report stays small
-      own_exits_[local_rank] = std::move(kept);
-    }
-  }
-  Write(message);
+  Apply(core_->With(
+      [&](AgentCore& core) { return core.WorkerExited(std::move(exited)); }));
 }
 
 void AgentSession::StartWorkers(const pb::Assignment& a) {
+  // The core ended the last generation's workers, and checked the job id
+  // (it becomes a directory name).
   const int64_t generation = a.generation();
-  stop_grace_ =
-      std::chrono::milliseconds(static_cast<int64_t>(a.stop_grace_s() * 1000));
-  {
-    std::lock_guard<std::mutex> report_lock(report_mutex_);
-    report_generation_ = generation;
-    own_exits_.clear();
-  }
   std::unique_lock<std::mutex> lock(group_mutex_);
-  EndGroup();  // nothing of an older generation may survive
   group_job_id_ = a.job_id();
-
-  if (a.argv_size() == 0) return;
-  if (!IsValidJobId(a.job_id())) {
-    // It becomes a directory name: a coordinator of another build (or a
-    // hostile one) must not steer files out of log_dir.
-    Log()->error("refusing generation {}: job id '{}' is not a valid job id",
-                 generation, a.job_id());
-    for (int local = 0; local < a.local_world_size(); ++local) {
-      WorkerOutcome outcome;
-      outcome.start_error = "the job id is not valid";
-      ReportExit(generation, local, outcome);
-    }
-    return;
-  }
   const std::vector<std::string> argv =
       WithOwnPython({a.argv().begin(), a.argv().end()}, a.argv_runs_python(),
                     options_.own_python);
@@ -584,15 +527,13 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   WorkerGroup::Events events;
   events.started = [this,
                     generation](const std::vector<StartedWorker>& workers) {
-    pb::AgentMessage message;
-    auto* started = message.mutable_workers_started();
-    started->set_generation(generation);
+    std::vector<std::pair<int, int>> pids;
     for (const StartedWorker& worker : workers) {
-      auto* entry = started->add_workers();
-      entry->set_local_rank(worker.local_rank);
-      entry->set_pid(worker.pid);
+      pids.emplace_back(worker.local_rank, worker.pid);
     }
-    Write(message);
+    Apply(core_->With([&](AgentCore& core) {
+      return core.WorkersStarted(generation, pids);
+    }));
   };
   events.exited = [this, generation](int local_rank,
                                      const WorkerOutcome& outcome) {

@@ -1,9 +1,9 @@
 // One connection of an agent to the coordinator, from registration to the
-// job's end or to the connection's loss: it starts and stops the workers
-// of each assigned generation, reports their starts and exits, sends
-// heartbeats, and holds a lease: without a word from the coordinator for
-// the lease's length it gives up the connection. Workers never outlive the
-// session that started them.
+// job's end or to the connection's loss: the I/O edge of the agent's core
+// (agent_core.h), which decides. The session reads the stream, runs the
+// heartbeat and lease clocks, starts and signals the workers of each
+// assigned generation, and writes what the core says to write. Workers
+// never outlive the session that started them.
 #ifndef TRL_AGENT_AGENT_SESSION_H_
 #define TRL_AGENT_AGENT_SESSION_H_
 
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/shared_agent_core.h"
 #include "agent/udp_heartbeat_sender.h"
 #include "agent/worker_group.h"
 #include "proto/trl_launch.grpc.pb.h"
@@ -28,33 +29,22 @@ namespace trl {
 
 class AgentSession {
  public:
-  // How a session ended.
-  struct End {
-    enum Kind { kJobFinished, kRefused, kLost } kind = kLost;
-    int exit_code = 1;  // the job's, for kJobFinished
-  };
-
-  // `scratch_dir` holds per-rank files when no log_dir is set.
-  // `carried_exits`: what an earlier session knew of the last generation's
-  // own exits (see OwnExitsOfLastGeneration).
+  // `scratch_dir` holds per-rank files when no log_dir is set. `core`
+  // outlives the session (it spans the agent's sessions).
   AgentSession(const AgentOptions& options, Console* console,
                std::shared_ptr<grpc::Channel> channel, std::string scratch_dir,
-               std::vector<trl::launch::v1::WorkerExited> carried_exits = {});
+               SharedAgentCore* core);
   ~AgentSession();
 
   // Runs the session on the calling thread, which forks the workers and so
   // must outlive them (it does: they are stopped before Run returns).
-  End Run(const trl::launch::v1::AgentRegistration& registration);
+  SessionEnd Run(const trl::launch::v1::AgentRegistration& registration);
 
-  // Thread-safe, from the signal thread: forward `signal` to the workers'
-  // process groups (unless they have it) and tell the coordinator;
-  // `escalate` kills them instead.
-  void StopLocally(const StopSignal& signal, bool escalate);
-
-  // The exits of the last generation's workers that ended on their own
-  // before the connection was lost: sent with the next registration, since
-  // the coordinator may never have heard of them.
-  std::vector<trl::launch::v1::WorkerExited> OwnExitsOfLastGeneration() const;
+  // Thread-safe: carries out what the core decided outside the stream's
+  // reader (a stop signal's effects). `reply`: the registration reply the
+  // effects answer, if any.
+  void Apply(const AgentEffects& effects,
+             const trl::launch::v1::RegistrationReply* reply = nullptr);
 
  private:
   bool Write(const trl::launch::v1::AgentMessage& message);
@@ -64,16 +54,17 @@ class AgentSession {
   // subscriptions' bounded queues; the workers' pumps never wait for it.
   void ForwardLogs();
   void OnLogSubscribe(const trl::launch::v1::LogSubscribe& subscribe);
-  // Ends the session once the coordinator has been silent for the lease.
+  // Ends the session once the core says the lease ran out.
   void WatchLease();
-  // Sends heartbeats as datagrams from now on (the stream stays the
-  // fallback).
   // Says whether the job's command (in the registration reply) runs here:
   // its interpreter and script, found as this machine's workers would.
   void CheckCommand(const trl::launch::v1::RegistrationReply& reply);
   std::string SearchPath() const;
-  void UseUdpHeartbeats(int machine_rank,
-                        const trl::launch::v1::RegistrationReply& reply);
+  // Sends heartbeats as datagrams from now on (the stream stays the
+  // fallback).
+  void UseUdpHeartbeats(int machine_rank, const AgentEffects::Datagrams& to);
+  // Ends what an earlier agent of this machine left on this host.
+  void SweepStale(int machine_rank);
   void StartWorkers(const trl::launch::v1::Assignment& assignment);
   void ReportExit(int64_t generation, int local_rank,
                   const WorkerOutcome& outcome);
@@ -96,21 +87,10 @@ class AgentSession {
   // write_mutex_.
   std::unique_ptr<UdpHeartbeatSender> udp_;
   std::condition_variable heartbeat_wakeup_;
-  // When the coordinator was last heard from (steady clock, in ns).
-  std::atomic<int64_t> last_heard_ns_{0};
-  std::atomic<bool> lease_expired_{false};
-  // Set while the reader ends what an earlier agent left (before any
-  // worker of ours runs): the coordinator's acks wait unread in the
-  // socket meanwhile, and the lease has nothing to guard yet.
-  std::atomic<bool> sweeping_{false};
+  SharedAgentCore* const core_;
   std::mutex lease_mutex_;
   std::condition_variable lease_wakeup_;
   bool lease_watch_ended_ = false;  // guarded by lease_mutex_
-
-  mutable std::mutex report_mutex_;
-  int64_t report_generation_ = -1;                          // guarded
-  std::map<int, trl::launch::v1::WorkerExited> own_exits_;  // guarded
-  std::atomic<bool> connection_lost_{false};
 
   // The coordinator's log subscriptions on this connection (ended with
   // it).

@@ -43,6 +43,9 @@ done
 # ~ slow (left out by --quick)
 mutants=(
   "pdeathsig-removed~cxx~agent/worker_process.cc~s/prctl(PR_SET_PDEATHSIG, SIGKILL);/(void)0;/~LauncherTest.KilledAgentFailsTheJobAndItsWorkersDie~"
+  "agent-lease-without-grace~cxx~agent/agent_core.cc~s/  } else if (now - \\*expired_looking_since_ >= settings_.lease_grace) {/  } else if (true) {/~AgentCoreTest.TheLeaseRunsOutOnlyAfterItsLengthAndTheGrace~"
+  "agent-stop-unfenced~cxx~agent/agent_core.cc~s/      if (running_generation_ < 0 || stop.generation() != running_generation_) {/      if (false) {/~AgentCoreTest.AStopOrderOfAnotherGenerationIsIgnored~"
+  "agent-datagrams-alone-unacked~cxx~agent/agent_core.cc~s/  beat.stream = !(udp_open_ \\&\\& last_datagram_acked);/  beat.stream = !udp_open_;/~AgentCoreTest.HeartbeatsGoOnTheStreamUntilDatagramsAreAcknowledged~"
   "orphan-sweep-removed~cxx~agent/orphans.cc~/^int KillOrphansOfGeneration(/a\\  return 0;~WorkerCleanupTest.SubreaperKillsADaemonThatClearedItsEnvironment~"
   "token-check-removed~cxx~common/derived_identity.cc~s/reinterpret_cast<const unsigned char\*>(token.data()), token.size(),/reinterpret_cast<const unsigned char*>(\"x\"), 1,/~AuthTest.AgentsWithoutTheRightTokenAreRefused~"
   "replacement-before-old-lease~cxx~coordinator/job_state_machine.cc~s/  return now >= ReplacementsAllowedAt();/  return true;/~JobRestartTest.AnotherAgentGetsALostMachinesRanksOnlyAfterItsLease~"

@@ -192,6 +192,13 @@ int main(int argc, char** argv) {
   SimRecorder recorder(agents);
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<pb::Coordinator::Stub>> stubs;
+  // The real agent's settings, as trl-agent takes them from the same flags.
+  trl::AgentCoreSettings core_settings;
+  core_settings.heartbeat_interval = std::chrono::milliseconds(
+      static_cast<int64_t>(launch.heartbeat_interval_s * 1000));
+  core_settings.lease = std::chrono::milliseconds(
+      static_cast<int64_t>(launch.LeaseSeconds() * 1000));
+  core_settings.udp_heartbeats = !launch.no_udp_heartbeats;
   std::vector<std::unique_ptr<SimAgent>> sims;
   for (int i = 0; i < agents; ++i) {
     grpc::ChannelArguments args;
@@ -216,7 +223,8 @@ int main(int argc, char** argv) {
     }
     sims.push_back(std::make_unique<SimAgent>(
         i, std::move(registration), security->bearer_token,
-        launch.no_udp_heartbeats ? "" : config->main_process_ip, &recorder));
+        launch.no_udp_heartbeats ? "" : config->main_process_ip, core_settings,
+        &recorder));
   }
   // Connect first, so that the rendezvous time is the coordinator's, not
   // TCP and HTTP/2 set-up in this process.
@@ -282,7 +290,8 @@ int main(int argc, char** argv) {
     size_t at = 0;
     const auto gap = interval / std::max<size_t>(sims.size(), 1);
     while (beating) {
-      sims[at]->Heartbeat();
+      // Each agent's clock reads its schedule: it beats once an interval.
+      sims[at]->Tick(next);
       at = (at + 1) % sims.size();
       next += gap;
       std::this_thread::sleep_until(next);

@@ -74,10 +74,11 @@ std::vector<std::string> SimRecorder::refusals() const {
 
 SimAgent::SimAgent(int index, pb::AgentRegistration registration,
                    const std::string& auth_token, std::string udp_host,
-                   SimRecorder* recorder)
+                   AgentCoreSettings settings, SimRecorder* recorder)
     : index_(index),
       registration_(std::move(registration)),
       recorder_(recorder),
+      core_(std::move(settings)),
       udp_host_(std::move(udp_host)) {
   if (!auth_token.empty()) {
     context_.AddMetadata(kAuthMetadataKey, BearerValue(auth_token));
@@ -88,7 +89,10 @@ void SimAgent::Start(pb::Coordinator::Stub* stub) {
   stub->async()->Attach(&context_, this);
   AddHold();  // released by Shutdown(): no OnDone before then
   pb::AgentMessage hello;
-  *hello.mutable_registration() = registration_;
+  {
+    std::lock_guard<std::mutex> lock(core_mutex_);
+    hello = core_.StartSession(registration_, SimClock::now());
+  }
   Send(std::move(hello));
   HandToGrpc(this);
   StartRead(&incoming_);
@@ -131,36 +135,53 @@ void SimAgent::OnWriteDone(bool ok) {
   }
 }
 
-void SimAgent::Heartbeat() {
-  if (silent_) return;
+void SimAgent::Tick(SimClock::time_point now) {
+  if (silent_) return;  // a frozen machine: no clock runs
+  bool acked = false;
   {
-    // As the real agent: a datagram alone while the last one was
-    // acknowledged, the stream as well otherwise.
     std::lock_guard<std::mutex> lock(udp_mutex_);
     if (udp_) {
-      for (int acks = udp_->ReadAcks(); acks > 0; --acks) {
-        recorder_->HeartbeatAcked();
-      }
-      const bool heard = udp_->LastHeartbeatAcked();
-      udp_->SendHeartbeat();
-      if (heard) return;
+      const int acks = udp_->ReadAcks();
+      for (int i = 0; i < acks; ++i) recorder_->HeartbeatAcked();
+      acked = udp_->LastHeartbeatAcked();
+      std::lock_guard<std::mutex> core_lock(core_mutex_);
+      core_.UdpAcksRead(acks, SimClock::now());
     }
   }
-  pb::AgentMessage beat;
-  beat.mutable_heartbeat();
-  Send(std::move(beat));
+  AgentCore::Heartbeat beat;
+  bool expired = false;
+  {
+    std::lock_guard<std::mutex> lock(core_mutex_);
+    beat = core_.HeartbeatAt(now, acked);
+    expired = core_.LeaseAt(SimClock::now()).expired;
+  }
+  if (expired) {
+    Shutdown();
+    return;
+  }
+  if (beat.datagram) {
+    std::lock_guard<std::mutex> lock(udp_mutex_);
+    if (udp_) udp_->SendHeartbeat();
+  }
+  if (beat.stream) {
+    pb::AgentMessage message;
+    message.mutable_heartbeat();
+    Send(std::move(message));
+  }
 }
 
 void SimAgent::FailWorker(int local_rank, int exit_code) {
-  pb::AgentMessage message;
+  pb::WorkerExited exited;
+  exited.set_local_rank(local_rank);
+  exited.set_exit_code(exit_code);
+  exited.add_last_lines("simulated failure");
+  AgentEffects effects;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    message.mutable_worker_exited()->set_generation(generation_);
+    std::lock_guard<std::mutex> lock(core_mutex_);
+    exited.set_generation(core_.running_generation());
+    effects = core_.WorkerExited(std::move(exited));
   }
-  message.mutable_worker_exited()->set_local_rank(local_rank);
-  message.mutable_worker_exited()->set_exit_code(exit_code);
-  message.mutable_worker_exited()->add_last_lines("simulated failure");
-  Send(std::move(message));
+  Apply(effects);
 }
 
 void SimAgent::Shutdown() {
@@ -183,65 +204,71 @@ void SimAgent::OnReadDone(bool ok) {
 }
 
 void SimAgent::Handle(const pb::CoordinatorMessage& message) {
-  switch (message.body_case()) {
-    case pb::CoordinatorMessage::kRegistrationReply: {
-      const auto& reply = message.registration_reply();
-      if (!reply.accepted()) {
-        recorder_->Refused(reply.reason());
-      } else if (reply.heartbeat_udp_port() > 0 && !udp_host_.empty()) {
-        auto sender = UdpHeartbeatSender::Open(
-            udp_host_, reply.heartbeat_udp_port(), registration_.machine_rank(),
-            reply.heartbeat_session(), reply.heartbeat_key());
-        std::lock_guard<std::mutex> lock(udp_mutex_);
-        if (sender.ok()) udp_ = *std::move(sender);
-      }
-      break;
+  if (message.has_heartbeat_ack()) recorder_->HeartbeatAcked();
+  if (message.has_registration_reply() &&
+      !message.registration_reply().accepted()) {
+    recorder_->Refused(message.registration_reply().reason());
+  }
+  AgentEffects effects;
+  {
+    std::lock_guard<std::mutex> lock(core_mutex_);
+    effects = core_.Received(message, SimClock::now());
+  }
+  Apply(effects);
+}
+
+void SimAgent::Apply(const AgentEffects& effects) {
+  // Nothing to sweep, and the command is never checked (the registration
+  // does not ask for it).
+  if (effects.open_datagrams && !udp_host_.empty()) {
+    auto sender = UdpHeartbeatSender::Open(
+        udp_host_, effects.open_datagrams->port, registration_.machine_rank(),
+        effects.open_datagrams->session, effects.open_datagrams->key);
+    {
+      std::lock_guard<std::mutex> lock(core_mutex_);
+      core_.UdpOpened(sender.ok());
     }
-    case pb::CoordinatorMessage::kAssignment: {
-      const auto& a = message.assignment();
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        generation_ = a.generation();
-      }
-      // Every worker "starts" at once, with a pid no process has, and is
-      // reported in one message, as the real agent does.
-      pb::AgentMessage started;
-      started.mutable_workers_started()->set_generation(a.generation());
-      for (int local = 0; local < a.local_world_size(); ++local) {
-        auto* worker = started.mutable_workers_started()->add_workers();
-        worker->set_local_rank(local);
-        worker->set_pid(4000000 + index_);
-      }
-      Send(std::move(started));
-      recorder_->Assigned(a.generation());
-      break;
+    std::lock_guard<std::mutex> lock(udp_mutex_);
+    if (sender.ok()) udp_ = *std::move(sender);
+  }
+  for (const auto& message : effects.send) Send(message);
+  if (effects.start_workers) {
+    // Every worker "starts" at once, with a pid no process has, and is
+    // reported in one message, as the real agent does.
+    const auto& a = *effects.start_workers;
+    std::vector<std::pair<int, int>> pids;
+    for (int local = 0; local < a.local_world_size(); ++local) {
+      pids.emplace_back(local, 4000000 + index_);
     }
-    case pb::CoordinatorMessage::kStop: {
-      const auto& stop = message.stop();
-      int workers = 0;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (stop.generation() != generation_) break;
-        workers = registration_.local_world_size();
-      }
-      recorder_->StopReceived(index_, stop.generation());
-      // Every worker "dies" of the stop signal at once.
-      const int signal = stop.signal() > 0 ? stop.signal() : SIGTERM;
-      for (int local = 0; local < workers; ++local) {
-        pb::AgentMessage exited;
-        exited.mutable_worker_exited()->set_generation(stop.generation());
-        exited.mutable_worker_exited()->set_local_rank(local);
-        exited.mutable_worker_exited()->set_exit_code(128 + signal);
-        exited.mutable_worker_exited()->set_signal(signal);
-        Send(std::move(exited));
-      }
-      break;
+    AgentEffects started;
+    {
+      std::lock_guard<std::mutex> lock(core_mutex_);
+      started = core_.WorkersStarted(a.generation(), pids);
     }
-    case pb::CoordinatorMessage::kHeartbeatAck:
-      recorder_->HeartbeatAcked();
-      break;
-    default:
-      break;
+    for (const auto& message : started.send) Send(message);
+    recorder_->Assigned(a.generation());
+  }
+  if (effects.signal_workers) {
+    // Every worker "dies" of the signal at once.
+    const int signal = effects.signal_workers->number;
+    std::vector<pb::AgentMessage> exits;
+    int64_t generation = -1;
+    {
+      std::lock_guard<std::mutex> lock(core_mutex_);
+      generation = core_.running_generation();
+      for (int local = 0; local < registration_.local_world_size(); ++local) {
+        pb::WorkerExited exited;
+        exited.set_generation(generation);
+        exited.set_local_rank(local);
+        exited.set_exit_code(128 + signal);
+        exited.set_signal(signal);
+        for (auto& message : core_.WorkerExited(std::move(exited)).send) {
+          exits.push_back(std::move(message));
+        }
+      }
+    }
+    recorder_->StopReceived(index_, generation);
+    for (auto& message : exits) Send(std::move(message));
   }
 }
 

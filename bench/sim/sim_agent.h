@@ -1,9 +1,10 @@
-// One simulated agent: a real gRPC stream to the real coordinator, speaking
-// exactly the agent's protocol (registration, worker started/exited,
-// heartbeats), but spawning no processes: its "workers" start the moment
-// an assignment arrives and exit the moment a stop order does. Many live in
-// one process (trl-agent-sim); they hold no thread of their own: each is a
-// gRPC callback reactor, and one timer thread sends every heartbeat.
+// One simulated agent: a real gRPC stream to the real coordinator, run by
+// the real agent's core (agent/agent_core.h: registration, lease, fencing,
+// heartbeat path, stop handling), but spawning no processes: its "workers"
+// start the moment the core starts them and exit the moment the core
+// signals them. Many live in one process (trl-agent-sim); they hold no
+// thread of their own: each is a gRPC callback reactor, and one timer
+// thread drives every heartbeat and lease.
 #ifndef TRL_BENCH_SIM_SIM_AGENT_H_
 #define TRL_BENCH_SIM_SIM_AGENT_H_
 
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_core.h"
 #include "agent/udp_heartbeat_sender.h"
 #include "proto/trl_launch.grpc.pb.h"
 
@@ -71,11 +73,13 @@ class SimAgent
   // when it offers them; empty: heartbeats stay on the stream.
   SimAgent(int index, trl::launch::v1::AgentRegistration registration,
            const std::string& auth_token, std::string udp_host,
-           SimRecorder* recorder);
+           AgentCoreSettings settings, SimRecorder* recorder);
 
   // Opens the stream and registers.
   void Start(trl::launch::v1::Coordinator::Stub* stub);
-  void Heartbeat();
+  // The agent's clock ticks at `now`: a heartbeat when one is due, and the
+  // lease (which ends the stream when it runs out).
+  void Tick(SimClock::time_point now);
   // Stops heartbeats but keeps the stream open: a machine that froze.
   void GoSilent() { silent_ = true; }
   // Reports local rank `local_rank` of the current generation as exited.
@@ -90,6 +94,9 @@ class SimAgent
  private:
   void Send(trl::launch::v1::AgentMessage message);
   void Handle(const trl::launch::v1::CoordinatorMessage& message);
+  // Carries out the core's decisions (the real agent's AgentSession::Apply,
+  // with made-up workers).
+  void Apply(const AgentEffects& effects);
 
   const int index_;
   const trl::launch::v1::AgentRegistration registration_;
@@ -101,8 +108,9 @@ class SimAgent
   std::deque<trl::launch::v1::AgentMessage> outgoing_;  // front in flight
   bool writing_ = false;
   bool closing_ = false;
-  int64_t generation_ = -1;
   std::atomic<bool> silent_{false};
+  std::mutex core_mutex_;
+  AgentCore core_;  // guarded by core_mutex_
   const std::string udp_host_;
   std::mutex udp_mutex_;
   std::unique_ptr<UdpHeartbeatSender> udp_;  // guarded by udp_mutex_
