@@ -27,17 +27,12 @@ absl::StatusOr<std::unique_ptr<UdpHeartbeatSender>> UdpHeartbeatSender::Open(
 
 UdpHeartbeatSender::UdpHeartbeatSender(int fd, int machine_rank,
                                        uint64_t session, std::string key)
-    : fd_(fd), machine_rank_(machine_rank), session_(session), key_(key) {}
+    : fd_(fd), sequence_(machine_rank, session, key) {}
 
 UdpHeartbeatSender::~UdpHeartbeatSender() { close(fd_); }
 
 bool UdpHeartbeatSender::SendHeartbeat() {
-  HeartbeatDatagram beat;
-  beat.kind = HeartbeatKind::kHeartbeat;
-  beat.machine_rank = static_cast<uint32_t>(machine_rank_);
-  beat.session = session_;
-  beat.counter = ++counter_;
-  const std::string bytes = EncodeHeartbeat(beat, key_);
+  const std::string bytes = sequence_.Next();
   return send(fd_, bytes.data(), bytes.size(), MSG_DONTWAIT) ==
          static_cast<ssize_t>(bytes.size());
 }
@@ -53,16 +48,8 @@ int UdpHeartbeatSender::ReadAcks() {
       if (errno == ECONNREFUSED || errno == EINTR) continue;
       return acks;
     }
-    const std::string_view bytes(buffer, static_cast<size_t>(got));
-    const auto ack = ParseHeartbeat(bytes);
-    if (ack && ack->kind == HeartbeatKind::kAck && ack->session == session_ &&
-        ack->machine_rank == static_cast<uint32_t>(machine_rank_) &&
-        ack->counter <= counter_ && ack->counter > acked_ &&
-        HeartbeatSignedWith(bytes, key_)) {
-      // Only an ack newer than every one before counts: a replayed ack
-      // (a frozen coordinator's old answer) must not keep the lease.
+    if (sequence_.Accept(std::string_view(buffer, static_cast<size_t>(got)))) {
       ++acks;
-      acked_ = ack->counter;
     }
   }
 }

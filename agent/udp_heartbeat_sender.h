@@ -1,6 +1,6 @@
 // The agent's end of heartbeats over UDP (common/heartbeat_datagram.h): a
-// socket connected to the coordinator's port that sends signed heartbeats
-// with a rising counter and reads the coordinator's acks.
+// socket connected to the coordinator's port that sends the heartbeats of
+// a HeartbeatSequence and reads the coordinator's acks.
 #ifndef TRL_AGENT_UDP_HEARTBEAT_SENDER_H_
 #define TRL_AGENT_UDP_HEARTBEAT_SENDER_H_
 
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/heartbeat_datagram.h"
+#include "agent/heartbeat_sequence.h"
 
 namespace trl {
 
@@ -32,18 +32,14 @@ class UdpHeartbeatSender {
   int ReadAcks();
   // Whether the last heartbeat sent has been acknowledged (false before
   // the first).
-  bool LastHeartbeatAcked() const { return counter_ > 0 && acked_ == counter_; }
+  bool LastHeartbeatAcked() const { return sequence_.LastAcked(); }
 
  private:
   UdpHeartbeatSender(int fd, int machine_rank, uint64_t session,
                      std::string key);
 
   const int fd_;
-  const int machine_rank_;
-  const uint64_t session_;
-  HeartbeatKey key_;
-  uint64_t counter_ = 0;  // of the last heartbeat sent
-  uint64_t acked_ = 0;    // the highest acknowledged
+  HeartbeatSequence sequence_;
 };
 
 }  // namespace trl

@@ -17,6 +17,18 @@ void SimRecorder::Assigned(int64_t generation) {
   }
 }
 
+void SimRecorder::Registered() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++registered_;
+  changed_.notify_all();
+}
+
+bool SimRecorder::WaitRegistered(int count, SimClock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return changed_.wait_until(lock, deadline,
+                             [&] { return registered_ >= count; });
+}
+
 void SimRecorder::StopReceived(int agent, int64_t generation) {
   std::lock_guard<std::mutex> lock(mutex_);
   stops_[generation].emplace_back(agent, SimClock::now());
@@ -73,13 +85,13 @@ std::vector<std::string> SimRecorder::refusals() const {
 }
 
 SimAgent::SimAgent(int index, pb::AgentRegistration registration,
-                   const std::string& auth_token, std::string udp_host,
+                   const std::string& auth_token, SimDatagrams* datagrams,
                    AgentCoreSettings settings, SimRecorder* recorder)
     : index_(index),
       registration_(std::move(registration)),
       recorder_(recorder),
       core_(std::move(settings)),
-      udp_host_(std::move(udp_host)) {
+      datagrams_(datagrams) {
   if (!auth_token.empty()) {
     context_.AddMetadata(kAuthMetadataKey, BearerValue(auth_token));
   }
@@ -140,13 +152,7 @@ void SimAgent::Tick(SimClock::time_point now) {
   bool acked = false;
   {
     std::lock_guard<std::mutex> lock(udp_mutex_);
-    if (udp_) {
-      const int acks = udp_->ReadAcks();
-      for (int i = 0; i < acks; ++i) recorder_->HeartbeatAcked();
-      acked = udp_->LastHeartbeatAcked();
-      std::lock_guard<std::mutex> core_lock(core_mutex_);
-      core_.UdpAcksRead(acks, SimClock::now());
-    }
+    acked = sequence_ && sequence_->LastAcked();
   }
   AgentCore::Heartbeat beat;
   bool expired = false;
@@ -161,13 +167,23 @@ void SimAgent::Tick(SimClock::time_point now) {
   }
   if (beat.datagram) {
     std::lock_guard<std::mutex> lock(udp_mutex_);
-    if (udp_) udp_->SendHeartbeat();
+    if (sequence_) datagrams_->Send(sequence_->Next());
   }
   if (beat.stream) {
     pb::AgentMessage message;
     message.mutable_heartbeat();
     Send(std::move(message));
   }
+}
+
+void SimAgent::DatagramReceived(std::string_view bytes) {
+  {
+    std::lock_guard<std::mutex> lock(udp_mutex_);
+    if (!sequence_ || !sequence_->Accept(bytes)) return;
+  }
+  recorder_->HeartbeatAcked();
+  std::lock_guard<std::mutex> lock(core_mutex_);
+  core_.UdpAcksRead(1, SimClock::now());
 }
 
 void SimAgent::FailWorker(int local_rank, int exit_code) {
@@ -205,9 +221,12 @@ void SimAgent::OnReadDone(bool ok) {
 
 void SimAgent::Handle(const pb::CoordinatorMessage& message) {
   if (message.has_heartbeat_ack()) recorder_->HeartbeatAcked();
-  if (message.has_registration_reply() &&
-      !message.registration_reply().accepted()) {
-    recorder_->Refused(message.registration_reply().reason());
+  if (message.has_registration_reply()) {
+    if (message.registration_reply().accepted()) {
+      recorder_->Registered();
+    } else {
+      recorder_->Refused(message.registration_reply().reason());
+    }
   }
   AgentEffects effects;
   {
@@ -220,16 +239,20 @@ void SimAgent::Handle(const pb::CoordinatorMessage& message) {
 void SimAgent::Apply(const AgentEffects& effects) {
   // Nothing to sweep, and the command is never checked (the registration
   // does not ask for it).
-  if (effects.open_datagrams && !udp_host_.empty()) {
-    auto sender = UdpHeartbeatSender::Open(
-        udp_host_, effects.open_datagrams->port, registration_.machine_rank(),
-        effects.open_datagrams->session, effects.open_datagrams->key);
+  if (effects.open_datagrams && datagrams_ != nullptr) {
+    const auto& to = *effects.open_datagrams;
+    // As UdpHeartbeatSender::Open checks.
+    const bool ok = to.key.size() == kHeartbeatKeySize && to.session != 0 &&
+                    datagrams_->OpenTowards(to.port);
     {
-      std::lock_guard<std::mutex> lock(core_mutex_);
-      core_.UdpOpened(sender.ok());
+      std::lock_guard<std::mutex> lock(udp_mutex_);
+      if (ok) {
+        sequence_ = std::make_unique<HeartbeatSequence>(
+            registration_.machine_rank(), to.session, to.key);
+      }
     }
-    std::lock_guard<std::mutex> lock(udp_mutex_);
-    if (sender.ok()) udp_ = *std::move(sender);
+    std::lock_guard<std::mutex> lock(core_mutex_);
+    core_.UdpOpened(ok);
   }
   for (const auto& message : effects.send) Send(message);
   if (effects.start_workers) {

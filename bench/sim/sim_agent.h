@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "agent/agent_core.h"
-#include "agent/udp_heartbeat_sender.h"
+#include "agent/heartbeat_sequence.h"
+#include "bench/sim/sim_datagrams.h"
 #include "proto/trl_launch.grpc.pb.h"
 
 namespace trl::sim {
@@ -34,6 +35,7 @@ class SimRecorder {
   explicit SimRecorder(int agents) : agents_(agents) {}
 
   void Assigned(int64_t generation);
+  void Registered();
   void StopReceived(int agent, int64_t generation);
   void Refused(const std::string& reason);
   void Ended();
@@ -48,6 +50,8 @@ class SimRecorder {
   std::optional<SimClock::time_point> WaitStop(int64_t generation, int except,
                                                SimClock::time_point deadline);
   bool WaitAllEnded(SimClock::time_point deadline);
+  // Whether `count` agents had their registration accepted by `deadline`.
+  bool WaitRegistered(int count, SimClock::time_point deadline);
 
   std::vector<std::string> refusals() const;
   int64_t acks() const { return acks_.load(); }
@@ -62,6 +66,7 @@ class SimRecorder {
   std::map<int64_t, std::vector<std::pair<int, SimClock::time_point>>> stops_;
   std::vector<std::string> refusals_;
   int ended_ = 0;
+  int registered_ = 0;
   std::atomic<int64_t> acks_{0};
 };
 
@@ -69,10 +74,10 @@ class SimAgent
     : public grpc::ClientBidiReactor<trl::launch::v1::AgentMessage,
                                      trl::launch::v1::CoordinatorMessage> {
  public:
-  // `udp_host`: the coordinator's numeric address for heartbeat datagrams
-  // when it offers them; empty: heartbeats stay on the stream.
+  // `datagrams`: the process's socket for heartbeat datagrams when the
+  // coordinator offers them; null: heartbeats stay on the stream.
   SimAgent(int index, trl::launch::v1::AgentRegistration registration,
-           const std::string& auth_token, std::string udp_host,
+           const std::string& auth_token, SimDatagrams* datagrams,
            AgentCoreSettings settings, SimRecorder* recorder);
 
   // Opens the stream and registers.
@@ -80,6 +85,8 @@ class SimAgent
   // The agent's clock ticks at `now`: a heartbeat when one is due, and the
   // lease (which ends the stream when it runs out).
   void Tick(SimClock::time_point now);
+  // A datagram the coordinator sent this agent (SimDatagrams::Drain).
+  void DatagramReceived(std::string_view bytes);
   // Stops heartbeats but keeps the stream open: a machine that froze.
   void GoSilent() { silent_ = true; }
   // Reports local rank `local_rank` of the current generation as exited.
@@ -111,9 +118,9 @@ class SimAgent
   std::atomic<bool> silent_{false};
   std::mutex core_mutex_;
   AgentCore core_;  // guarded by core_mutex_
-  const std::string udp_host_;
+  SimDatagrams* const datagrams_;
   std::mutex udp_mutex_;
-  std::unique_ptr<UdpHeartbeatSender> udp_;  // guarded by udp_mutex_
+  std::unique_ptr<HeartbeatSequence> sequence_;  // guarded by udp_mutex_
 };
 
 }  // namespace trl::sim
