@@ -256,7 +256,11 @@ int main(int argc, char** argv) {
   json.push_back(absl::StrFormat("\"transport\": \"%s\"", transport));
   json.push_back(absl::StrFormat("\"heartbeats_via\": \"%s\"",
                                  launch.no_udp_heartbeats ? "stream" : "udp"));
+  std::atomic<bool> beating{false};
+  std::thread heartbeats;
   auto finish = [&](int code) {
+    beating = false;
+    if (heartbeats.joinable()) heartbeats.join();
     for (auto& sim : sims) sim->Shutdown();
     recorder.WaitAllEnded(SimClock::now() + std::chrono::seconds(30));
     const auto refusals = recorder.refusals();
@@ -268,6 +272,35 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     return code;
   };
+
+  // Heartbeats: every agent once per interval, spread over the interval as
+  // agents that started at different moments would be.
+  // From the first registration on, as real agents beat while they wait
+  // for the rest (a rendezvous longer than the heartbeat timeout would
+  // otherwise lose every agent as it starts).
+  beating = true;
+  heartbeats = std::thread([&] {
+    const auto interval = std::chrono::duration_cast<SimClock::duration>(
+        std::chrono::duration<double>(launch.heartbeat_interval_s));
+    auto next = SimClock::now();
+    size_t at = 0;
+    const auto gap = interval / std::max<size_t>(sims.size(), 1);
+    auto deliver = [&](uint32_t machine_rank, std::string_view bytes) {
+      const int64_t index =
+          static_cast<int64_t>(machine_rank) - first_machine_rank;
+      if (index >= 0 && index < static_cast<int64_t>(sims.size())) {
+        sims[index]->DatagramReceived(bytes);
+      }
+    };
+    while (beating) {
+      datagrams.Drain(deliver);
+      // Each agent's clock reads its schedule: it beats once an interval.
+      sims[at]->Tick(next);
+      at = (at + 1) % sims.size();
+      next += gap;
+      std::this_thread::sleep_until(next);
+    }
+  });
 
   // 1. Rendezvous: first registration sent -> every agent assigned.
   const double cpu_before_rendezvous =
@@ -314,32 +347,6 @@ int main(int argc, char** argv) {
   json.push_back(
       absl::StrFormat("\"rendezvous_simulator_cpu_s\": %.3f",
                       CpuSeconds(getpid()) - sim_cpu_before_rendezvous));
-
-  // Heartbeats: every agent once per interval, spread over the interval as
-  // agents that started at different moments would be.
-  std::atomic<bool> beating{true};
-  std::thread heartbeats([&] {
-    const auto interval = std::chrono::duration_cast<SimClock::duration>(
-        std::chrono::duration<double>(launch.heartbeat_interval_s));
-    auto next = SimClock::now();
-    size_t at = 0;
-    const auto gap = interval / std::max<size_t>(sims.size(), 1);
-    auto deliver = [&](uint32_t machine_rank, std::string_view bytes) {
-      const int64_t index =
-          static_cast<int64_t>(machine_rank) - first_machine_rank;
-      if (index >= 0 && index < static_cast<int64_t>(sims.size())) {
-        sims[index]->DatagramReceived(bytes);
-      }
-    };
-    while (beating) {
-      datagrams.Drain(deliver);
-      // Each agent's clock reads its schedule: it beats once an interval.
-      sims[at]->Tick(next);
-      at = (at + 1) % sims.size();
-      next += gap;
-      std::this_thread::sleep_until(next);
-    }
-  });
 
   // 2. The coordinator under heartbeats: CPU share, ps latency, memory.
   if (coordinator_pid > 0) {
@@ -436,7 +443,5 @@ int main(int argc, char** argv) {
       }
     }
   }
-  beating = false;
-  heartbeats.join();
   return finish(code);
 }

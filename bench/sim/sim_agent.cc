@@ -109,6 +109,7 @@ void SimAgent::Start(pb::Coordinator::Stub* stub) {
   HandToGrpc(this);
   StartRead(&incoming_);
   StartCall();
+  started_ = true;
 }
 
 void SimAgent::Send(pb::AgentMessage message) {
@@ -148,7 +149,8 @@ void SimAgent::OnWriteDone(bool ok) {
 }
 
 void SimAgent::Tick(SimClock::time_point now) {
-  if (silent_) return;  // a frozen machine: no clock runs
+  // Not registered yet, or a frozen machine: no clock runs.
+  if (!started_ || silent_) return;
   bool acked = false;
   {
     std::lock_guard<std::mutex> lock(udp_mutex_);

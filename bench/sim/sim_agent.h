@@ -116,6 +116,7 @@ class SimAgent
   bool writing_ = false;
   bool closing_ = false;
   std::atomic<bool> silent_{false};
+  std::atomic<bool> started_{false};  // Start() was called
   std::mutex core_mutex_;
   AgentCore core_;  // guarded by core_mutex_
   SimDatagrams* const datagrams_;
