@@ -2,7 +2,7 @@
 # The whole benchmark suite in one command: launch and restart against
 # torchrun on two test hosts (needs root; skipped with a note otherwise),
 # the demo's all-reduce against torch.distributed, and the coordinator at
-# 256, 1024 and 4096 simulated agents. Writes the report (REPORT.md,
+# 256, 1024, 4096 and 16,384 simulated agents. Writes the report (REPORT.md,
 # results.json, scale.png) to bench/results/DATE-HOST/, or to OUT_DIR; a
 # full run there also regenerates the benchmark tables of README.md and
 # bench/README.md from the newest report (bench/tables.py --write).
@@ -37,6 +37,9 @@ else
   fi
   BENCH_RAW="$raw/allreduce.json" bash "$here/allreduce_gloo.sh" "$build" 5
   bash "$here/scale.sh" "$build" "$raw/scale.jsonl" 3 256 1024 4096 || scale_ok=0
+  # 16,384 agents x 8 ranks (131,072): one run (each takes minutes here).
+  SCALE_APPEND=1 SCALE_REFERENCES=0 bash "$here/scale.sh" "$build" \
+    "$raw/scale.jsonl" 1 16384 || scale_ok=0
 fi
 /usr/bin/python3 "$here/report.py" "$raw" "$out"
 # A full report in bench/results/: the tables of README.md and

@@ -10,6 +10,9 @@
 # HEARTBEAT_PHASE (s, default 10) and PS_RUNS (default 5) tune a run;
 # PS_BASELINE=PATH/trl-coord times that build's `ps --json` and `ps` too,
 # against the same coordinator (e.g. one from before a change to them).
+# SCALE_APPEND=1 adds to OUT.jsonl instead of starting it afresh;
+# SCALE_REFERENCES=0 leaves out the reference runs after the sizes (heartbeats
+# on the stream, --insecure, fast detection, a real agent's memory).
 # Every run goes on when a simulator run fails (its partial JSON line is
 # kept), but the exit status is then 1, after a line naming the failures.
 set -euo pipefail
@@ -24,7 +27,7 @@ sizes=("$@")
 # ctest, may be on 29600 at the same time): SCALE_PORT, else one drawn from
 # 29600..29999.
 port=${SCALE_PORT:-$((29600 + RANDOM % 400))}
-: >"$out"
+[ "${SCALE_APPEND:-0}" = 1 ] || : >"$out"
 coord=""
 failures=()
 cleanup() { [ -n "$coord" ] && kill "$coord" 2>/dev/null || true; wait 2>/dev/null || true; }
@@ -76,6 +79,14 @@ for agents in "${sizes[@]}"; do
       || failures+=("$agents agents, run $rep")
   done
 done
+
+if [ "${SCALE_REFERENCES:-1}" = 0 ]; then
+  if [ ${#failures[@]} -gt 0 ]; then
+    printf 'FAIL: simulator run failed: %s\n' "${failures[@]}" >&2
+    exit 1
+  fi
+  exit 0
+fi
 
 # The reference for the heartbeats' cost: the largest size with heartbeats
 # on the gRPC stream (--no_udp_heartbeats), rendezvous and heartbeats only.

@@ -96,9 +96,9 @@ def scale(d):
         for field, _, form, mult in SCALE_COLUMNS:
             s = table[size][field]
             cell = form.format(s["median"] * mult) if s else "not run"
-            target, tscale = targets[field]
-            if (s and size == largest and target is not None and
-                    s["median"] * tscale > target):
+            by_size, tscale = targets[field]
+            target = by_size.get(size)
+            if s and target is not None and s["median"] * tscale > target:
                 cell += f" (target < {target:g})"
             cells.append(cell)
         out.append(f"| {size} | " + " | ".join(cells) + " |\n")
