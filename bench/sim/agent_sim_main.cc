@@ -321,8 +321,9 @@ int main(int argc, char** argv) {
       connect(from, to);
       connecting_later_waves += SimClock::now() - connecting;
     }
-    last_registration = SimClock::now();
     for (int i = from; i < to; ++i) sims[i]->Start(stubs[i].get());
+    // The last registration is on its way once its Start returns.
+    last_registration = SimClock::now();
   }
   auto assigned = recorder.WaitAllAssigned(0, SimClock::now() + phase);
   if (!assigned) {
