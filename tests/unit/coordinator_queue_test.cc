@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -204,6 +205,24 @@ TEST_F(CoordinatorQueueTest, AFloodingStreamIsPausedAtItsShareOfTheQueue) {
   stats = core_->QueueStats();
   EXPECT_LE(stats.stream_high_water_events, 8u);
   EXPECT_LE(stats.high_water_events, 10u);
+}
+
+// Large messages: the share is bytes too (1 MiB by default; 4 KiB here).
+TEST_F(CoordinatorQueueTest, AStreamIsPausedAtItsShareOfBytes) {
+  EventQueueCaps caps;
+  caps.stream_bytes = 4096;
+  Start(caps);
+  HoldTheOwnerOnRegistration();
+  core_->OnMessage(&a_, Registration(options_, 0, 3000));
+  ASSERT_TRUE(gate_.HeldWithin(seconds(5)));
+  pb::AgentMessage large;
+  large.mutable_command_check()->set_problem(std::string(1500, 'x'));
+  EXPECT_TRUE(core_->OnMessage(&flooder_, large));
+  EXPECT_TRUE(core_->OnMessage(&flooder_, large));
+  EXPECT_FALSE(core_->OnMessage(&flooder_, large));  // over 4096 bytes
+  EXPECT_GE(core_->QueueStats().high_water_bytes, 3 * 1500u);
+  gate_.Open();
+  EXPECT_TRUE(flooder_.ResumedWithin(1, std::atomic<bool>(false), seconds(5)));
 }
 
 // A slow owner (every message costs it 200 us) and two streams flooding
