@@ -217,8 +217,12 @@ TEST_F(AgentBackpressureTest, AFloodingStreamIsReadNoMoreWhileTheOwnerIsHeld) {
   gate_.Open();
   EXPECT_TRUE(flooder_->RepliedWithin(seconds(5)));
   const uint64_t resumed_at = flooder_->written();
-  std::this_thread::sleep_for(milliseconds(300));
-  EXPECT_GT(flooder_->written(), resumed_at);
+  const auto resume_by = std::chrono::steady_clock::now() + seconds(10);
+  while (flooder_->written() == resumed_at &&
+         std::chrono::steady_clock::now() < resume_by) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_GT(flooder_->written(), resumed_at) << "the writes never resumed";
   EXPECT_LE(core_->QueueStats().stream_high_water_events, 64u);
 }
 

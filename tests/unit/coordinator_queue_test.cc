@@ -199,7 +199,10 @@ TEST_F(CoordinatorQueueTest, AFloodingStreamIsPausedAtItsShareOfTheQueue) {
   // again at its share: the owner is fast now, the flood goes on).
   gate_.Open();
   EXPECT_TRUE(flooder_.ResumedWithin(1, std::atomic<bool>(false), seconds(5)));
-  std::this_thread::sleep_for(milliseconds(200));
+  const auto give_up = std::chrono::steady_clock::now() + seconds(10);
+  while (flood.posted() <= 8 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
   const uint64_t posted = flood.Stop();
   EXPECT_GT(posted, 8u);
   stats = core_->QueueStats();
