@@ -1,7 +1,8 @@
 // The coordinator's handle on one connected agent: a way to send it
-// messages and to end its stream. The gRPC stream implements it; tests use
-// an in-memory one. Implementations must not call back into the
-// Coordinator from Send or Close.
+// messages, to end its stream and to read from it again once the owner
+// paused it (Coordinator::OnMessage). The gRPC stream implements it; tests
+// use an in-memory one. Implementations must not call back into the
+// Coordinator from Send, Close or ResumeReading.
 #ifndef TRL_COORDINATOR_AGENT_LINK_H_
 #define TRL_COORDINATOR_AGENT_LINK_H_
 
@@ -20,6 +21,13 @@ class AgentLink {
   virtual void Close() = 0;
   // The peer's address, for messages.
   virtual std::string Peer() const = 0;
+  // The stream may read its next message: Coordinator::OnMessage returned
+  // false (this stream has its share of the owner's queue) and the owner
+  // has since handled enough of it. Called by the owner, once per pause,
+  // between two events; may come before the stream has seen OnMessage's
+  // false (it must then not pause). Never blocks; the next message is read
+  // on another thread. Links that never see false need not care.
+  virtual void ResumeReading() {}
 };
 
 }  // namespace trl

@@ -1,5 +1,6 @@
 #include "coordinator/coordinator.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -12,12 +13,14 @@ namespace trl {
 namespace pb = trl::launch::v1;
 
 Coordinator::Coordinator(CoordinatorOptions options,
-                         RendezvousSource rendezvous, Clock clock)
+                         RendezvousSource rendezvous, Clock clock,
+                         EventQueueCaps caps)
     : job_id_(options.job_id),
       tick_interval_(options.tick_interval.count() > 0
                          ? options.tick_interval
                          : std::chrono::milliseconds(1000)),
       clock_(clock),
+      caps_(caps),
       core_(std::move(options), std::move(rendezvous), std::move(clock)) {
   core_.SetOffload(
       [this](std::function<void()> work, std::function<void()> done) {
@@ -51,7 +54,7 @@ Coordinator::~Coordinator() {
 bool Coordinator::Post(std::function<void()> event) const {
   MutexLock lock(&mutex_);
   if (owner_ended_) return false;
-  events_.push_back(std::move(event));
+  events_.push_back(Event{std::move(event)});
   return true;
 }
 
@@ -82,7 +85,7 @@ void Coordinator::RunOwner() {
   owner_id_.store(std::this_thread::get_id());
   auto next_tick = std::chrono::steady_clock::now();
   while (true) {
-    std::deque<std::function<void()>> batch;
+    std::deque<Event> batch;
     {
       MutexLock lock(&mutex_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
@@ -99,7 +102,10 @@ void Coordinator::RunOwner() {
       }
       batch.swap(events_);
     }
-    for (auto& event : batch) event();
+    for (const Event& event : batch) {
+      event.run();
+      if (event.stream != nullptr) Handled(event);
+    }
     if (std::chrono::steady_clock::now() >= next_tick) {
       core_.Tick();
       next_tick = std::chrono::steady_clock::now() + tick_interval_;
@@ -121,10 +127,97 @@ void Coordinator::PublishOutcome() {
   if (outcome.has_value() != outcome_.has_value()) outcome_ = outcome;
 }
 
-void Coordinator::OnMessage(AgentLink* link, pb::AgentMessage message) {
-  Post([this, link, message = std::move(message)] {
-    core_.OnMessage(link, message);
-  });
+bool Coordinator::OnMessage(AgentLink* link, pb::AgentMessage message) {
+  const size_t bytes = message.ByteSizeLong() + kEventOverheadBytes;
+  const bool on_owner = std::this_thread::get_id() == owner_id_.load();
+  MutexLock lock(&mutex_);
+  if (owner_ended_) return true;  // dropped: the job is over
+  events_.push_back(Event{[this, link, message = std::move(message)] {
+                            core_.OnMessage(link, message);
+                          },
+                          link, bytes});
+  StreamQueue& stream = streams_[link];
+  stream.events += 1;
+  stream.bytes += bytes;
+  queue_.queued_events += 1;
+  queue_.queued_bytes += bytes;
+  queue_.high_water_events =
+      std::max(queue_.high_water_events, queue_.queued_events);
+  queue_.high_water_bytes =
+      std::max(queue_.high_water_bytes, queue_.queued_bytes);
+  queue_.stream_high_water_events =
+      std::max(queue_.stream_high_water_events, stream.events);
+  // The owner never waits for itself; a paused stream is not paused again.
+  if (on_owner || stream.paused) return true;
+  const bool over = stream.events >= caps_.stream_events ||
+                    stream.bytes >= caps_.stream_bytes ||
+                    queue_.queued_events >= caps_.total_events ||
+                    queue_.queued_bytes >= caps_.total_bytes;
+  if (!over) return true;
+  stream.paused = true;
+  queue_.paused_streams += 1;
+  queue_.pauses += 1;
+  return false;
+}
+
+bool Coordinator::TotalUnderHalf() const {
+  return queue_.queued_events <= caps_.total_events / 2 &&
+         queue_.queued_bytes <= caps_.total_bytes / 2;
+}
+
+void Coordinator::Handled(const Event& event) {
+  std::vector<AgentLink*> resume;
+  {
+    MutexLock lock(&mutex_);
+    queue_.queued_events -= 1;
+    queue_.queued_bytes -= event.bytes;
+    auto found = streams_.find(event.stream);
+    if (found != streams_.end()) {
+      StreamQueue& stream = found->second;
+      stream.events -= 1;
+      stream.bytes -= event.bytes;
+      if (stream.paused && !stream.waiting_for_total &&
+          stream.events <= caps_.stream_events / 2 &&
+          stream.bytes <= caps_.stream_bytes / 2) {
+        stream.waiting_for_total = true;
+        waiting_for_total_.push_back(event.stream);
+      }
+      if (!stream.paused && stream.events == 0) streams_.erase(found);
+    }
+    if (!waiting_for_total_.empty() && TotalUnderHalf()) {
+      for (AgentLink* link : waiting_for_total_) {
+        auto waiting = streams_.find(link);
+        waiting->second.paused = false;
+        waiting->second.waiting_for_total = false;
+        if (waiting->second.events == 0) streams_.erase(waiting);
+        queue_.paused_streams -= 1;
+        resume.push_back(link);
+      }
+      waiting_for_total_.clear();
+    }
+  }
+  // Between two events, outside the core: the stream's next read runs on
+  // one of gRPC's threads (never inline here) and may post again.
+  for (AgentLink* link : resume) link->ResumeReading();
+}
+
+void Coordinator::Forget(const AgentLink* link) {
+  MutexLock lock(&mutex_);
+  auto found = streams_.find(link);
+  if (found == streams_.end()) return;
+  if (found->second.paused) queue_.paused_streams -= 1;
+  if (found->second.waiting_for_total) {
+    waiting_for_total_.erase(
+        std::find(waiting_for_total_.begin(), waiting_for_total_.end(), link));
+  }
+  streams_.erase(found);
+}
+
+EventQueueStats Coordinator::QueueStats() const {
+  MutexLock lock(&mutex_);
+  EventQueueStats stats = queue_;
+  stats.queued_all = events_.size();
+  return stats;
 }
 
 void Coordinator::RequestStop(const std::string& reason, int exit_code,
@@ -160,6 +253,8 @@ void Coordinator::OnRegistered(
 void Coordinator::OnDisconnected(AgentLink* link) {
   Ask([this, link] {
     core_.OnDisconnected(link);
+    // Before the caller hears it was handled and deletes the stream.
+    Forget(link);
     return true;
   });
 }

@@ -9,6 +9,10 @@
 // what was asked for between two events, and the caller builds its answer
 // from that copy on its own thread.
 //
+// Agents' messages are the one event without a natural bound (a stream
+// sends as fast as it likes): each stream may have only its share queued
+// (EventQueueCaps); a stream over it is paused until the owner catches up.
+//
 // docs/coordinator-threads.md draws the threads and the events.
 #ifndef TRL_COORDINATOR_COORDINATOR_H_
 #define TRL_COORDINATOR_COORDINATOR_H_
@@ -16,6 +20,8 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -23,6 +29,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -31,6 +38,32 @@
 #include "coordinator/serial_worker.h"
 
 namespace trl {
+
+// How much of the owner's queue agents' messages may take. A stream is
+// paused (OnMessage returns false) by the message that reaches its own
+// share or the total; it reads again once the owner has handled its queued
+// messages down to half its share and the total is under half too.
+// Queries, stream ends, stop requests and the owner's own events are not
+// counted and never paused. Bytes are the message's encoded size plus
+// kEventOverheadBytes. docs/coordinator-threads.md says why these numbers.
+struct EventQueueCaps {
+  size_t stream_events = 64;
+  size_t stream_bytes = 1 << 20;
+  size_t total_events = 8192;
+  size_t total_bytes = 64 << 20;
+};
+
+// Agents' messages in the owner's queue, for tests and counters.
+struct EventQueueStats {
+  size_t queued_events = 0;  // now
+  size_t queued_bytes = 0;
+  size_t high_water_events = 0;  // the most ever queued at once
+  size_t high_water_bytes = 0;
+  size_t stream_high_water_events = 0;  // the most one stream ever had
+  size_t paused_streams = 0;            // now
+  uint64_t pauses = 0;                  // in all
+  size_t queued_all = 0;  // every event not yet taken by the owner, now
+};
 
 class Coordinator {
  public:
@@ -41,15 +74,22 @@ class Coordinator {
   // The owner ticks every options.tick_interval (1 s if unset), or sooner
   // when the core's next deadline is sooner.
   Coordinator(CoordinatorOptions options, RendezvousSource rendezvous,
-              Clock clock);
+              Clock clock, EventQueueCaps caps = EventQueueCaps());
   // Waits (up to 15 s) for the slow work under way, so that the job's
   // last state-file change is made, then ends both threads.
   ~Coordinator();
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
+  // What an agent message costs the queue beyond its encoded size (the
+  // event, its closure, the message's own object).
+  static constexpr size_t kEventOverheadBytes = 256;
+
   // Events: queued, in order; they return at once.
-  void OnMessage(AgentLink* link, trl::launch::v1::AgentMessage message);
+  // An agent's message. Returns false when `link` is paused: it must read
+  // no more until the owner calls link->ResumeReading() (the message
+  // itself is queued). Never false on the owner thread.
+  bool OnMessage(AgentLink* link, trl::launch::v1::AgentMessage message);
   void RequestStop(const std::string& reason, int exit_code,
                    const StopSignal& signal = StopSignal{SIGTERM});
   void OfferUdpHeartbeats(int port,
@@ -79,6 +119,8 @@ class Coordinator {
   int SendToMachines(const std::set<int>& machines,
                      const trl::launch::v1::CoordinatorMessage& message);
   const std::string& job_id() const { return job_id_; }
+  // Agents' messages queued; answered at once (not a query).
+  EventQueueStats QueueStats() const;
 
   // Blocks until the job has ended or the (steady clock) deadline passed.
   std::optional<JobOutcome> WaitForOutcome(TimePoint deadline) const;
@@ -86,9 +128,30 @@ class Coordinator {
   bool WaitForFarewells(TimePoint deadline) const;
 
  private:
+  // One event; `stream` is set for an agent's message (counted in the
+  // caps), with its `bytes`.
+  struct Event {
+    std::function<void()> run;
+    AgentLink* stream = nullptr;
+    size_t bytes = 0;
+  };
+  // An agent stream's share of the queue.
+  struct StreamQueue {
+    size_t events = 0;
+    size_t bytes = 0;
+    bool paused = false;
+    bool waiting_for_total = false;  // in waiting_for_total_
+  };
+
   // Queues `event` for the owner. Once the owner has ended, runs nothing
   // and returns false.
   bool Post(std::function<void()> event) const;
+  // On the owner, after an agent's message ran: takes it off its stream's
+  // share, and resumes the streams that may read again.
+  void Handled(const Event& event) ABSL_LOCKS_EXCLUDED(mutex_);
+  // On the owner, once `link`'s stream ended: nothing resumes it now.
+  void Forget(const AgentLink* link) ABSL_LOCKS_EXCLUDED(mutex_);
+  bool TotalUnderHalf() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Runs `query` on the owner and returns its result.
   template <typename Query>
   auto Ask(Query query) const -> decltype(query());
@@ -101,7 +164,13 @@ class Coordinator {
   const Clock clock_;
 
   mutable absl::Mutex mutex_;
-  mutable std::deque<std::function<void()>> events_ ABSL_GUARDED_BY(mutex_);
+  mutable std::deque<Event> events_ ABSL_GUARDED_BY(mutex_);
+  const EventQueueCaps caps_;
+  std::unordered_map<const AgentLink*, StreamQueue> streams_
+      ABSL_GUARDED_BY(mutex_);
+  // Paused streams whose own share is low enough, waiting for the total.
+  std::vector<AgentLink*> waiting_for_total_ ABSL_GUARDED_BY(mutex_);
+  EventQueueStats queue_ ABSL_GUARDED_BY(mutex_);
   bool ending_ ABSL_GUARDED_BY(mutex_) = false;
   bool owner_ended_ ABSL_GUARDED_BY(mutex_) = false;
   std::optional<JobOutcome> outcome_ ABSL_GUARDED_BY(mutex_);

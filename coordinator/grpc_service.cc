@@ -109,8 +109,33 @@ class AgentStream
       pb::CoordinatorMessage ack;
       ack.mutable_log_ack();
       Send(ack);
-    } else {
-      core_->OnMessage(this, incoming_);
+    } else if (!core_->OnMessage(this, incoming_)) {
+      // This stream has its share of the owner's queue: no next read (gRPC
+      // reads no more of it; TCP's flow control holds the agent) until the
+      // owner calls ResumeReading, which may already have happened.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!resumed_early_) {
+        read_paused_ = true;
+        return;
+      }
+      resumed_early_ = false;
+    }
+    HandToGrpc(this);
+    StartRead(&incoming_);
+  }
+
+  // On the owner thread, between two events.
+  void ResumeReading() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!read_paused_) {
+        resumed_early_ = true;  // OnReadDone has not paused yet
+        return;
+      }
+      read_paused_ = false;
+      // Ending: no read after Finish (OnDone follows, with no read
+      // outstanding).
+      if (finished_) return;
     }
     HandToGrpc(this);
     StartRead(&incoming_);
@@ -132,6 +157,9 @@ class AgentStream
   bool writing_ = false;
   bool close_requested_ = false;
   bool finished_ = false;
+  // No read outstanding until ResumeReading (Coordinator::OnMessage).
+  bool read_paused_ = false;
+  bool resumed_early_ = false;
 };
 
 }  // namespace
