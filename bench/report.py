@@ -73,8 +73,10 @@ def machine():
             memory = f"{kb / 1024 / 1024:.0f} GiB"
     except (OSError, ValueError, IndexError):
         pass
+    # BENCH_COMMIT: the commit the measured binaries were built from, when
+    # the report is written at another.
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+        commit = os.environ.get("BENCH_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True,
                                 cwd=os.path.dirname(__file__)).stdout.strip()
     except OSError:

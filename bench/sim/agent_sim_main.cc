@@ -246,6 +246,14 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> json;
   json.push_back(absl::StrFormat("\"agents\": %d", agents));
+  {
+    // How busy the machine was as the run began (the coordinator and the
+    // simulator share its cores with whatever else runs).
+    std::ifstream loadavg("/proc/loadavg");
+    double load = -1;
+    loadavg >> load;
+    json.push_back(absl::StrFormat("\"load_average_1m\": %.2f", load));
+  }
   json.push_back(
       absl::StrFormat("\"ranks\": %d", agents * config->ProcessesPerMachine()));
   json.push_back(absl::StrFormat("\"heartbeat_interval_s\": %g",
@@ -261,6 +269,8 @@ int main(int argc, char** argv) {
   auto finish = [&](int code) {
     beating = false;
     if (heartbeats.joinable()) heartbeats.join();
+    json.push_back(
+        absl::StrFormat("\"leases_expired\": %d", recorder.lease_expired()));
     for (auto& sim : sims) sim->Shutdown();
     recorder.WaitAllEnded(SimClock::now() + std::chrono::seconds(30));
     const auto refusals = recorder.refusals();

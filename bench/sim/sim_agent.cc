@@ -164,6 +164,7 @@ void SimAgent::Tick(SimClock::time_point now) {
     expired = core_.LeaseAt(SimClock::now()).expired;
   }
   if (expired) {
+    recorder_->LeaseExpired();
     Shutdown();
     return;
   }

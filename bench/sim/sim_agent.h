@@ -55,6 +55,10 @@ class SimRecorder {
 
   std::vector<std::string> refusals() const;
   int64_t acks() const { return acks_.load(); }
+  // An agent's lease ran out (the coordinator was silent for its length):
+  // the real agent stops its workers and rejoins; a simulated one ends.
+  void LeaseExpired() { lease_expired_.fetch_add(1); }
+  int64_t lease_expired() const { return lease_expired_.load(); }
 
  private:
   const int agents_;
@@ -68,6 +72,7 @@ class SimRecorder {
   int ended_ = 0;
   int registered_ = 0;
   std::atomic<int64_t> acks_{0};
+  std::atomic<int64_t> lease_expired_{0};
 };
 
 class SimAgent
