@@ -8,7 +8,9 @@ results.json (bench/report.py writes it), into regions between
 Usage: tables.py --write|--check [--results PATH]
   --write  rewrites every region in place
   --check  exits 1 and prints a diff where a region differs
-  PATH     default: the newest bench/results/*/results.json (by name)"""
+  PATH     default: for each region, the newest bench/results/*/results.json
+           (by name) that holds its figures (a scale-only run leaves the
+           launch tables to the newest report that ran them)"""
 import argparse
 import difflib
 import glob
@@ -83,7 +85,9 @@ def scale(d):
     table = {int(k): v for k, v in d["scale"].items()}
     if not table:
         return f"Not run in the report of {source(d)}.\n"
-    largest = max(table)
+    # The largest size that ran (a run that failed has no figures).
+    ran = [size for size in table if table[size]["rendezvous_s"]] or [max(table)]
+    largest = max(ran)
     targets = {f: (t, s) for f, _, _, s, t in report.SCALE_FIGURES}
     out = [f"Result of {source(d)}, {table[largest]['rendezvous_s']['n']} "
            "runs per size, the coordinator and the simulator on the same "
@@ -129,18 +133,49 @@ RENDER = {"launch": launch, "restart": restart, "allreduce": allreduce,
           "targets": targets, "scale": scale}
 
 
-def newest():
+# Whether a report holds a region's figures.
+HOLDS = {"launch": lambda d: d.get("launch") is not None,
+         "restart": lambda d: d.get("restart") is not None,
+         "allreduce": lambda d: d.get("allreduce") is not None,
+         "scale": lambda d: bool(d.get("scale")),
+         "targets": lambda d: bool(d.get("scale"))}
+# The launcher figures of the targets table (from the newest report that
+# ran them when the one with the scale figures did not).
+LAUNCHER_KEYS = ("launch", "launch_tuned", "restart", "restart_tuned")
+
+
+def reports():
     found = sorted(glob.glob(os.path.join(ROOT, "bench/results/*/results.json")))
     if not found:
         sys.exit("tables.py: no bench/results/*/results.json")
-    return found[-1]
+    loaded = []
+    for path in found:
+        with open(path) as f:
+            loaded.append((os.path.relpath(path, ROOT), json.load(f)))
+    return loaded
 
 
-def regenerate(text, d, rel):
+def pick(name, loaded):
+    """(path, results) of the newest report holding region `name`."""
+    for rel, d in reversed(loaded):
+        if HOLDS[name](d):
+            if name == "targets" and d.get("launch") is None:
+                for other_rel, other in reversed(loaded):
+                    if other.get("launch") is not None:
+                        d = dict(d)
+                        for key in LAUNCHER_KEYS:
+                            d[key] = other.get(key)
+                        return f"{rel} and {other_rel}", d
+            return rel, d
+    return loaded[-1]
+
+
+def regenerate(text, loaded):
     def one(m):
         name = m.group(1)
         if name not in RENDER:
             sys.exit(f"tables.py: unknown region bench:{name}")
+        rel, d = pick(name, loaded)
         return (f"<!-- bench:{name} begin (generated from {rel} by "
                 f"bench/tables.py; do not edit) -->\n{RENDER[name](d)}"
                 f"<!-- bench:{name} end -->")
@@ -154,10 +189,13 @@ def main():
     mode.add_argument("--check", action="store_true")
     ap.add_argument("--results")
     args = ap.parse_args()
-    path = os.path.abspath(args.results or newest())
-    with open(path) as f:
-        d = json.load(f)
-    rel = os.path.relpath(path, ROOT)
+    if args.results:
+        path = os.path.abspath(args.results)
+        with open(path) as f:
+            loaded = [(os.path.relpath(path, ROOT), json.load(f))]
+    else:
+        loaded = reports()
+    rel = " and ".join(sorted({r for r, _ in loaded}))
     stale, seen = False, set()
     for doc in DOCS:
         with open(os.path.join(ROOT, doc)) as f:
@@ -167,7 +205,7 @@ def main():
         if markers != ["begin", "end"] * len(found):
             sys.exit(f"tables.py: {doc}: a bench: marker without its pair")
         seen.update(found)
-        new = regenerate(old, d, rel)
+        new = regenerate(old, loaded)
         if new == old:
             continue
         if args.write:
