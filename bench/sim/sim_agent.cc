@@ -149,8 +149,9 @@ void SimAgent::OnWriteDone(bool ok) {
 }
 
 void SimAgent::Tick(SimClock::time_point now) {
-  // Not registered yet, or a frozen machine: no clock runs.
-  if (!started_ || silent_) return;
+  // Not registered yet, a frozen machine, or one whose lease ran out: no
+  // clock runs.
+  if (!started_ || silent_ || lease_ran_out_) return;
   bool acked = false;
   {
     std::lock_guard<std::mutex> lock(udp_mutex_);
@@ -164,8 +165,11 @@ void SimAgent::Tick(SimClock::time_point now) {
     expired = core_.LeaseAt(SimClock::now()).expired;
   }
   if (expired) {
-    recorder_->LeaseExpired();
-    Shutdown();
+    // Once: the agent's clock stops with its stream.
+    if (!lease_ran_out_.exchange(true)) {
+      recorder_->LeaseExpired();
+      Shutdown();
+    }
     return;
   }
   if (beat.datagram) {

@@ -122,6 +122,7 @@ class SimAgent
   bool closing_ = false;
   std::atomic<bool> silent_{false};
   std::atomic<bool> started_{false};  // Start() was called
+  std::atomic<bool> lease_ran_out_{false};
   std::mutex core_mutex_;
   AgentCore core_;  // guarded by core_mutex_
   SimDatagrams* const datagrams_;
