@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/job_state_machine.h"
+#include "coordinator/job_status.h"
+#include "coordinator/job_table.h"
 
 namespace trl {
 namespace {
@@ -270,6 +272,50 @@ TEST_F(ElasticMembershipTest, OldGenerationEventsAreIgnoredAfterAShrink) {
   EXPECT_FALSE(job.WorkerExited(1, first.generation, 0, failed, now_)
                    .stop_generation.has_value());
   EXPECT_EQ(job.phase(), JobPhase::kRunning);
+}
+
+TEST_F(ElasticMembershipTest, StatusShowsMinAndTheMembers) {
+  JobStateMachine job(Settings(), now_);
+  Register(job, 0);
+  Register(job, 2);
+  Pass(job, seconds(10));
+  Start(job);
+  Register(job, 1);  // a joiner: registered, not a member
+  const auto status = DescribeJob(job, now_);
+  EXPECT_EQ(status.min_machines(), 2);
+  EXPECT_EQ(status.num_machines(), 3);
+  ASSERT_EQ(status.members_size(), 2);
+  EXPECT_EQ(status.members(0), 0);
+  EXPECT_EQ(status.members(1), 2);
+  EXPECT_EQ(status.world_size(), 4);
+  const std::string table = FormatJobTable(status);
+  EXPECT_NE(table.find("machines 2 of 2:3 (members 0,2)"), std::string::npos)
+      << table;
+  const std::string json = FormatJobJson(status);
+  EXPECT_NE(json.find("\"min_machines\": 2"), std::string::npos) << json;
+}
+
+TEST_F(ElasticMembershipTest, ResumedJobGoesOnAfterItsGenerationWithMin) {
+  // A restarted coordinator: generation 4 may have run on machines 0..2.
+  JobStateMachine job(Settings(), now_);
+  std::map<int, HostIdentity> hosts;
+  for (int m : {0, 1, 2}) hosts[m] = Agent(m).host();
+  job.ResumeAfter(4, 1, {}, now_, hosts);
+  Register(job, 1);
+  // Machine 2's agent comes back from another host: its old one may still
+  // run generation 4's ranks until its lease and stop grace are over.
+  AgentInfo moved = Agent(2);
+  moved.hostname = "node9";
+  moved.host_id = "boot-9/pidns:4026531836";
+  ASSERT_TRUE(job.Register(moved, now_).ok());
+  job.Tick(now_);
+  Pass(job, seconds(10));  // the elastic wait is over, the lease is not
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  Pass(job, seconds(2));
+  const GenerationStart start = Start(job);
+  EXPECT_EQ(start.generation, 5);
+  ExpectShape(start, {1, 2});
+  EXPECT_EQ(start.master_addr, "10.0.0.2");
 }
 
 TEST_F(ElasticMembershipTest, RegistrationTimeoutNeedsOnlyMin) {
