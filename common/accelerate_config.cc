@@ -368,10 +368,20 @@ absl::Status ValidateAccelerateConfig(const AccelerateConfig& c) {
   if (c.num_machines < 1) {
     return invalid("num_machines ", c.num_machines, " must be at least 1");
   }
+  // An elastic range's MAX is num_machines: what machine ranks and the
+  // processes per machine are counted against.
+  const std::string range =
+      c.Elastic() ? absl::StrCat(" (the MAX of the elastic range ",
+                                 c.MinMachines(), ":", c.num_machines, ")")
+                  : "";
+  if (c.min_machines < 0 || c.min_machines > c.num_machines) {
+    return invalid("the elastic minimum ", c.min_machines,
+                   " must be in 1..num_machines (", c.num_machines, ")");
+  }
   if (c.machine_rank < 0 || c.machine_rank >= c.num_machines) {
     return invalid("machine_rank ", c.machine_rank,
                    " must be in 0..num_machines-1 (num_machines is ",
-                   c.num_machines, ")");
+                   c.num_machines, range, ")");
   }
   if (c.num_processes < 1) {
     return invalid("num_processes ", c.num_processes,
@@ -379,8 +389,9 @@ absl::Status ValidateAccelerateConfig(const AccelerateConfig& c) {
   }
   if (c.num_processes % c.num_machines != 0) {
     return invalid("num_processes ", c.num_processes,
-                   " is not divisible by num_machines ", c.num_machines,
-                   " (num_processes is the total over all machines)");
+                   " is not divisible by num_machines ", c.num_machines, range,
+                   " (num_processes is the total over all machines",
+                   c.Elastic() ? ", counted at MAX machines" : "", ")");
   }
   // 0: a free port, as in Accelerate (trl-coord start picks one).
   if (c.main_process_port < 0 || c.main_process_port > 65535) {

@@ -30,7 +30,12 @@ struct AccelerateConfig {
   // Total over all machines; -1 means "not set" (the built-in default picks
   // one process per local GPU, or one CPU process).
   int num_processes = -1;
+  // With an elastic range (--num_machines MIN:MAX), num_machines is MAX:
+  // the file's num_machines stays a plain integer.
   int num_machines = 1;
+  // MIN of --num_machines MIN:MAX (or TRL_NUM_MACHINES); 0: not given, the
+  // same as num_machines (a fixed-size job). A flag only.
+  int min_machines = 0;
   int machine_rank = 0;
   std::string gpu_ids = "all";
   std::string main_process_ip;  // empty: not set
@@ -54,6 +59,11 @@ struct AccelerateConfig {
   bool mixed_precision_from_file = false;
 
   int ProcessesPerMachine() const { return num_processes / num_machines; }
+  int MinMachines() const {
+    return min_machines > 0 ? min_machines : num_machines;
+  }
+  // A range with MIN < MAX: the job runs on as few as MIN machines.
+  bool Elastic() const { return MinMachines() < num_machines; }
   bool UsesGpus() const;
   // The value of `key` in `section`, or `fallback` when absent.
   static std::string Lookup(const ConfigSection& section,

@@ -248,8 +248,10 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "config, else a built-in single-machine config)");
   o.machine_rank_flag = app.add_option(FlagNames("machine_rank"),
                                        o.machine_rank, "This machine's rank");
-  o.num_machines_flag = app.add_option(FlagNames("num_machines"),
-                                       o.num_machines, "Number of machines");
+  o.num_machines_flag = app.add_option(
+      FlagNames("num_machines"), o.num_machines,
+      "Number of machines: N, or MIN:MAX for an elastic job that runs on "
+      "as few as MIN (env TRL_NUM_MACHINES)");
   o.num_processes_flag =
       app.add_option(FlagNames("num_processes"), o.num_processes,
                      "Total number of processes over all machines");
@@ -296,6 +298,14 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "Missed heartbeats after which an agent counts as lost");
   app.add_option(FlagNames("rejoin_timeout"), o.rejoin_timeout_s,
                  "Seconds a restart waits for a lost machine to come back");
+  app.add_option(FlagNames("elastic_wait"), o.elastic_wait_s,
+                 "Elastic jobs: seconds the first generation waits for more "
+                 "machines once MIN have registered (default 10)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_flag(FlagNames("rescale_on_join"), o.rescale_on_join,
+               "Elastic jobs: a machine that registers while a generation "
+               "runs stops it at once to be taken in (default: at the next "
+               "restart)");
   app.add_option(FlagNames("reconnect_timeout"), o.reconnect_timeout_s,
                  "Seconds an agent that lost its coordinator waits for it to "
                  "come back before it exits (env TRL_RECONNECT_TIMEOUT)")
@@ -345,6 +355,36 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
       FlagNames("python"), o.python,
       "Python interpreter for .py commands (env TRL_PYTHON); an agent's own "
       "wins for its machine's workers");
+}
+
+absl::StatusOr<MachineRange> ParseNumMachines(const std::string& text,
+                                              const std::string& what) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " '", text, "': ", why,
+                     "; give N or MIN:MAX with 1 <= MIN <= MAX (e.g. 2:4)"));
+  };
+  const std::string trimmed(absl::StripAsciiWhitespace(text));
+  const std::vector<std::string> parts = absl::StrSplit(trimmed, ':');
+  if (parts.size() > 2) return bad("more than one ':'");
+  std::vector<int> numbers;
+  for (const std::string& part : parts) {
+    int n = 0;
+    if (!absl::SimpleAtoi(part, &n)) {
+      return bad(absl::StrCat("'", part, "' is not a whole number"));
+    }
+    numbers.push_back(n);
+  }
+  MachineRange range{numbers.front(), numbers.back()};
+  if (range.min < 1) {
+    return bad(absl::StrCat(parts.size() == 2 ? "MIN " : "", range.min,
+                            " is below 1"));
+  }
+  if (range.min > range.max) {
+    return bad(
+        absl::StrCat("MIN ", range.min, " is greater than MAX ", range.max));
+  }
+  return range;
 }
 
 absl::StatusOr<std::vector<int>> ParseExitCodeList(const std::string& text) {
@@ -399,7 +439,19 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
   }
 
   if (Given(o.machine_rank_flag)) config.machine_rank = o.machine_rank;
-  if (Given(o.num_machines_flag)) config.num_machines = o.num_machines;
+  {
+    // The flag, else TRL_NUM_MACHINES; either overrides the file.
+    const auto env = machine.environment.find("TRL_NUM_MACHINES");
+    const bool from_flag = Given(o.num_machines_flag);
+    if (from_flag || env != machine.environment.end()) {
+      auto range = from_flag
+                       ? ParseNumMachines(o.num_machines, "--num_machines")
+                       : ParseNumMachines(env->second, "TRL_NUM_MACHINES");
+      if (!range.ok()) return range.status();
+      config.num_machines = range->max;
+      config.min_machines = range->min;
+    }
+  }
   if (Given(o.num_processes_flag)) config.num_processes = o.num_processes;
   if (Given(o.main_process_ip_flag)) config.main_process_ip = o.main_process_ip;
   if (Given(o.main_process_port_flag)) {

@@ -24,7 +24,9 @@ struct LaunchOptions {
   // Accelerate's own flags; each overrides the config file when given.
   std::string config_file;
   int machine_rank = 0;
-  int num_machines = 1;
+  // "N" or an elastic range "MIN:MAX" (ParseNumMachines); when the flag is
+  // not given, TRL_NUM_MACHINES gives it.
+  std::string num_machines;
   int num_processes = 1;
   int main_process_port = 0;
   std::string main_process_ip;
@@ -62,6 +64,12 @@ struct LaunchOptions {
   double heartbeat_interval_s = 1;
   int heartbeat_misses = 3;
   double rejoin_timeout_s = 300;
+  // Elastic jobs (--num_machines MIN:MAX; docs/elastic.md): how long the
+  // first generation waits for more than MIN machines, and whether a
+  // machine that registers while a generation runs stops it at once to be
+  // taken in (otherwise at the next restart).
+  double elastic_wait_s = 10;
+  bool rescale_on_join = false;
   // How long an agent that lost the coordinator it was registered with
   // waits for it to come back (resume the job) before it exits: no agent
   // outlives its coordinator by more.
@@ -150,6 +158,16 @@ struct LocalMachine {
 
 // Where Accelerate keeps its default config file.
 std::string AccelerateDefaultConfigPath(const LocalMachine& machine);
+
+// The machine count of --num_machines / TRL_NUM_MACHINES: "N" (MIN = MAX
+// = N) or "MIN:MAX" with 1 <= MIN <= MAX. `what` names the flag or variable
+// in the error.
+struct MachineRange {
+  int min = 1;
+  int max = 1;
+};
+absl::StatusOr<MachineRange> ParseNumMachines(const std::string& text,
+                                              const std::string& what);
 
 // Parses a comma-separated list of exit codes (0..255), e.g. "2,64".
 absl::StatusOr<std::vector<int>> ParseExitCodeList(const std::string& text);

@@ -150,7 +150,8 @@ Environment BuildJobEnvironment(const AccelerateConfig& config,
     const std::string world = std::to_string(in.world_size);
     env["WORLD_SIZE"] = world;
     env["ROLE_WORLD_SIZE"] = world;
-    env["GROUP_WORLD_SIZE"] = std::to_string(config.num_machines);
+    env["GROUP_WORLD_SIZE"] = std::to_string(
+        in.num_machines > 0 ? in.num_machines : config.num_machines);
     env["ROLE_NAME"] = config.role;
     env["MASTER_ADDR"] = in.master_addr;
     env["MASTER_PORT"] = std::to_string(in.master_port);
@@ -238,7 +239,11 @@ Environment BuildWorkerEnvironment(const Environment& inherited,
     env["LOCAL_WORLD_SIZE"] = std::to_string(in.local_world_size);
     if (!in.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
     set_unless_inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-    env["GROUP_RANK"] = std::to_string(in.machine_rank);
+    // An elastic generation's job environment gives the machine's place
+    // among its members; otherwise it is the machine rank.
+    if (job_environment.count("GROUP_RANK") == 0) {
+      env["GROUP_RANK"] = std::to_string(in.machine_rank);
+    }
   }
   // Also for a plain process (which Accelerate gives no GROUP_RANK): an
   // agent finds what an earlier agent of its machine left running by it

@@ -20,6 +20,9 @@ struct JobEnvironmentInputs {
   std::string job_id;
   int64_t generation = 0;
   int world_size = 0;
+  // The generation's machines (GROUP_WORLD_SIZE); 0: the config's
+  // num_machines. Fewer in an elastic generation without some.
+  int num_machines = 0;
   int max_restarts = 0;
   std::string master_addr;
   int master_port = 0;

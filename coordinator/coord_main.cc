@@ -316,6 +316,8 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   options.rejoin_timeout = Millis(o.rejoin_timeout_s);
   options.registration_timeout = Millis(o.rdzv_timeout_s);
   options.stop_grace_s = o.stop_grace_s;
+  options.elastic_wait = Millis(o.elastic_wait_s);
+  options.rescale_on_join = o.rescale_on_join;
   options.tick_interval = Millis(o.monitor_interval_s);
   // GPU jobs get a fresh NCCL unique id per generation, from a helper
   // process beside this binary (built when NCCL was found).

@@ -89,7 +89,8 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
                       options_.rejoin_timeout, options_.registration_timeout,
                       std::chrono::milliseconds(
                           static_cast<int64_t>(options_.stop_grace_s * 1000)),
-                      options_.tick_interval},
+                      options_.tick_interval, options_.config.min_machines,
+                      options_.elastic_wait, options_.rescale_on_join},
           clock_()),
       events_(JobEventLog::PathFor(options_.state_file),
               options_.resume.has_value()) {
@@ -374,7 +375,7 @@ void CoordinatorCore::StartGeneration() {
   // start.
   auto prepared = std::make_shared<PreparedGeneration>();
   prepared->generation = machine_.generation() + 1;
-  prepared->master_addr = machine_.nodes().at(0).info.advertise_addr;
+  prepared->master_addr = machine_.NextMasterAddr();
   std::optional<JobRecord> record;
   if (!options_.state_file.empty()) record = RecordOf(prepared->generation);
   OffloadWork(
@@ -395,11 +396,12 @@ void CoordinatorCore::StartPreparedGeneration(
     const PreparedGeneration& prepared) {
   const TimePoint now = clock_();
   // Meanwhile the job may have stopped, lost a machine, or machine 0 come
-  // back from another address: prepared for a state that is gone, the
+  // back from another address (or, in an elastic job, another machine
+  // become the first member): prepared for a state that is gone, the
   // generation does not start, and the next tick prepares again.
   if (!machine_.ReadyToStart(now) ||
       machine_.generation() + 1 != prepared.generation ||
-      machine_.nodes().at(0).info.advertise_addr != prepared.master_addr) {
+      machine_.NextMasterAddr() != prepared.master_addr) {
     Execute(machine_.Tick(now));
     return;
   }
@@ -428,6 +430,7 @@ void CoordinatorCore::StartPreparedGeneration(
   inputs.job_id = options_.job_id;
   inputs.generation = start.generation;
   inputs.world_size = start.world_size;
+  inputs.num_machines = start.num_machines;
   inputs.max_restarts = options_.restart.max_restarts;
   inputs.master_addr = start.master_addr;
   inputs.master_port = rendezvous->master_port;
@@ -444,10 +447,15 @@ void CoordinatorCore::StartPreparedGeneration(
       start.generation, start.world_size, start.master_addr,
       rendezvous->master_port, machine_.restarts_used(),
       options_.restart.max_restarts);
+  const bool elastic = machine_.settings().Elastic();
+  const std::string shape =
+      elastic ? ElasticShape(start, machine_.settings()) : "";
+  if (elastic) Log()->info("generation {}: {}", start.generation, shape);
   Note("generation", -1,
-       absl::StrCat("world size ", start.world_size, ", restarts used ",
-                    machine_.restarts_used(), " of ",
-                    options_.restart.max_restarts));
+       absl::StrCat(
+           elastic ? shape : absl::StrCat("world size ", start.world_size),
+           ", restarts used ", machine_.restarts_used(), " of ",
+           options_.restart.max_restarts));
 
   pb::CoordinatorMessage message;
   pb::Assignment* assignment = message.mutable_assignment();
@@ -465,6 +473,12 @@ void CoordinatorCore::StartPreparedGeneration(
     assignment->set_machine_rank(node.machine_rank);
     assignment->set_rank_offset(node.rank_offset);
     assignment->set_local_world_size(node.local_world_size);
+    if (elastic && job_env.count("WORLD_SIZE")) {
+      // Its place among this generation's machines, which the agent puts
+      // in GROUP_RANK (BuildWorkerEnvironment).
+      (*assignment->mutable_job_environment())["GROUP_RANK"] =
+          std::to_string(node.group_rank);
+    }
     for (AgentLink* link : links_of_machine[node.machine_rank]) {
       link->Send(message);
     }

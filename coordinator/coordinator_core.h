@@ -61,6 +61,10 @@ struct CoordinatorOptions {
   std::chrono::milliseconds rejoin_timeout{300000};
   std::chrono::milliseconds registration_timeout{900000};
   double stop_grace_s = 30;
+  // Elastic jobs (config.min_machines < config.num_machines): see
+  // JobSettings.
+  std::chrono::milliseconds elastic_wait{10000};
+  bool rescale_on_join = false;
   // How often the caller promises to Tick (zero: no promise).
   std::chrono::milliseconds tick_interval{0};
   // Where the job's state is kept for a restarted coordinator; empty: not

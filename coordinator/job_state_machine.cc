@@ -118,8 +118,10 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
                      " (num_processes / num_machines)"));
   }
   const bool rejoin = existing != nodes_.end();
-  if (IsFinished(phase_) ||
-      (!rejoin && phase_ != JobPhase::kWaitingForAgents)) {
+  // An elastic job takes a new machine while a generation runs: into the
+  // next one.
+  if (IsFinished(phase_) || (!rejoin && !settings_.Elastic() &&
+                             phase_ != JobPhase::kWaitingForAgents)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the job is ", JobPhaseName(phase_), " and takes no new agents"));
   }
@@ -137,6 +139,7 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
     // Its ranks stay where they are until the next generation assigns
     // them again (a report of their exits refers to them).
     node.rank_offset = existing->second.rank_offset;
+    node.group_rank = existing->second.group_rank;
     // An agent on the host that was lost may have the machine's ranks at
     // once: the one that was lost stopped its workers before it
     // reconnected, and a new one killed what an earlier one left there
@@ -158,8 +161,10 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
     }
   }
   node.by_heartbeat = by_heartbeat_.insert(by_heartbeat_.end(), m);
+  const bool member = node.group_rank >= 0;
   nodes_[m] = std::move(node);
   ++connected_nodes_;  // new, or back from lost
+  if (!member && phase_ == JobPhase::kRunning) joiners_.insert(m);
   if (!first_registration_at_) first_registration_at_ = now;
   return absl::OkStatus();
 }
@@ -193,6 +198,7 @@ bool JobStateMachine::ReadyToStart(TimePoint now) const {
   }
   // A backoff holds also for a resumed job (kWaitingForAgents).
   if (now < restart_not_before_) return false;
+  if (settings_.Elastic()) return ElasticReadyToStart(now);
   if (static_cast<int>(nodes_.size()) != settings_.num_machines ||
       connected_nodes_ != settings_.num_machines) {
     return false;
@@ -259,11 +265,16 @@ Decision JobStateMachine::Tick(TimePoint now) {
     for (int m = 0; m < settings_.num_machines; ++m) {
       if (nodes_.count(m) == 0) missing.push_back(std::to_string(m));
     }
-    if (!missing.empty()) {
-      const std::string why =
-          absl::StrCat("machine(s) ", absl::StrJoin(missing, ", "),
-                       " did not register within ",
-                       settings_.registration_timeout.count() / 1000.0, " s");
+    // An elastic job needs only MIN of them.
+    if (!missing.empty() &&
+        static_cast<int>(nodes_.size()) < settings_.MinMachines()) {
+      const std::string why = absl::StrCat(
+          "machine(s) ", absl::StrJoin(missing, ", "),
+          " did not register within ",
+          settings_.registration_timeout.count() / 1000.0, " s",
+          settings_.Elastic() ? absl::StrCat(" (the job needs at least ",
+                                             settings_.MinMachines(), ")")
+                              : "");
       FailureRecord failure;
       failure.reason = why;
       failures_.push_back(failure);
@@ -271,13 +282,20 @@ Decision JobStateMachine::Tick(TimePoint now) {
       return decision;
     }
   }
-  if (phase_ == JobPhase::kRestarting && now > rejoin_deadline_) {
+  // An elastic job goes on without lost machines while MIN are connected.
+  if (phase_ == JobPhase::kRestarting && now > rejoin_deadline_ &&
+      (!settings_.Elastic() || connected_nodes_ < settings_.MinMachines())) {
     for (const auto& [m, node] : nodes_) {
       if (node.connected) continue;
-      const std::string why =
-          absl::StrCat("machine ", m, " (host ", node.info.hostname, ") ",
-                       node.lost_reason, " and did not rejoin within ",
-                       settings_.rejoin_timeout.count() / 1000.0, " s");
+      const std::string why = absl::StrCat(
+          "machine ", m, " (host ", node.info.hostname, ") ", node.lost_reason,
+          " and did not rejoin within ",
+          settings_.rejoin_timeout.count() / 1000.0, " s",
+          settings_.Elastic() ? absl::StrCat(" (", connected_nodes_,
+                                             " machines left; the job needs at "
+                                             "least ",
+                                             settings_.MinMachines(), ")")
+                              : "");
       FailureRecord failure;
       failure.generation = generation_;
       failure.machine_rank = m;
@@ -297,6 +315,13 @@ Decision JobStateMachine::Tick(TimePoint now) {
       return decision;
     }
   }
+  if (settings_.Elastic()) {
+    UpdateElasticHold(now);
+    Decision rescale = MaybeRescale(now);
+    if (rescale.stop_generation) {
+      decision.stop_generation = rescale.stop_generation;
+    }
+  }
   decision.start_generation = ReadyToStart(now);
   return decision;
 }
@@ -313,6 +338,7 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
   constexpr auto kPast = std::chrono::microseconds(1);
   if (phase_ == JobPhase::kWaitingForAgents) {
     consider(created_at_ + settings_.registration_timeout + kPast);
+    if (elastic_hold_until_) consider(*elastic_hold_until_);
     consider(restart_not_before_);      // a resumed job's backoff
     consider(ReplacementsAllowedAt());  // ... and its old agents' leases
   }
@@ -340,11 +366,22 @@ TimePoint JobStateMachine::ReplacementsAllowedAt() const {
 }
 
 GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
+  // The members: every machine of a fixed-size job (ReadyToStart waited
+  // for all); those ready of an elastic one. In machine_rank order, so
+  // ranks stay contiguous per machine and keyed by machine_rank.
+  members_.clear();
   std::vector<int> local_world_sizes;
-  for (const auto& [m, node] : nodes_) {
+  for (auto& [m, node] : nodes_) {
+    node.group_rank = -1;
+    if (settings_.Elastic() && !IsReady(node)) continue;
+    node.group_rank = static_cast<int>(members_.size());
+    members_.push_back(m);
     local_world_sizes.push_back(node.info.local_world_size);
   }
   const RankLayout layout = ComputeRankLayout(local_world_sizes);
+  joiners_.clear();
+  elastic_hold_until_.reset();
+  rescaling_ = false;
 
   ++generation_;
   phase_ = JobPhase::kRunning;
@@ -353,11 +390,15 @@ GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
   GenerationStart start;
   start.generation = generation_;
   start.world_size = layout.world_size;
-  start.master_addr = nodes_.at(0).info.advertise_addr;
+  start.num_machines = static_cast<int>(members_.size());
+  start.master_addr =
+      members_.empty() ? "" : nodes_.at(members_[0]).info.advertise_addr;
   int index = 0;
-  for (auto& [m, node] : nodes_) {
+  for (int m : members_) {
+    NodeRecord& node = nodes_.at(m);
     node.rank_offset = layout.rank_offsets[index++];
-    start.nodes.push_back({m, node.rank_offset, node.info.local_world_size});
+    start.nodes.push_back(
+        {m, node.rank_offset, node.info.local_world_size, node.group_rank});
     for (int local = 0; local < node.info.local_world_size; ++local) {
       RankRecord rank;
       rank.rank = node.rank_offset + local;
@@ -460,6 +501,7 @@ int JobStateMachine::MarkLost(int machine_rank, const std::string& why,
   if (it == nodes_.end() || !it->second.connected) return 0;
   --connected_nodes_;
   by_heartbeat_.erase(it->second.by_heartbeat);
+  joiners_.erase(machine_rank);
   if (phase_ == JobPhase::kWaitingForAgents) {
     nodes_.erase(it);  // It may register again.
     return 0;
@@ -469,9 +511,13 @@ int JobStateMachine::MarkLost(int machine_rank, const std::string& why,
   // It heard from us at the latest now: its lease ends before now + lease,
   // and its workers are gone a stop grace after that.
   // (+2 s: the agent's own allowance for SIGKILLed processes to go.)
-  it->second.old_agent_may_run_until = now + it->second.info.lease +
-                                       settings_.stop_grace +
-                                       std::chrono::seconds(2);
+  // (An elastic job's machine outside the generation ran none of its
+  // workers: nothing to wait for.)
+  if (!settings_.Elastic() || it->second.group_rank >= 0) {
+    it->second.old_agent_may_run_until = now + it->second.info.lease +
+                                         settings_.stop_grace +
+                                         std::chrono::seconds(2);
+  }
   if (IsFinished(phase_)) return 0;
   // A machine's ranks are contiguous from its rank offset.
   const size_t first = it->second.rank_offset;
@@ -734,6 +780,15 @@ void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
   }
   if (pending_outcome_) {
     Finish(*pending_outcome_, decision);
+    return;
+  }
+  if (rescaling_) {
+    // Stopped to take a joiner in: no failure, so no restart spent and no
+    // backoff.
+    rescaling_ = false;
+    phase_ = JobPhase::kRestarting;
+    restart_not_before_ = now;
+    rejoin_deadline_ = now + settings_.rejoin_timeout;
     return;
   }
   if (next_restart_is_free_) {

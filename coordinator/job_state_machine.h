@@ -10,6 +10,7 @@
 #ifndef TRL_COORDINATOR_JOB_STATE_MACHINE_H_
 #define TRL_COORDINATOR_JOB_STATE_MACHINE_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <list>
@@ -125,6 +126,9 @@ struct NodeRecord {
   // Its agent has said the command runs there (or does not check).
   bool command_checked = true;
   int rank_offset = 0;
+  // Its place in the current generation's members (GROUP_RANK), -1 while
+  // it is not one (an elastic job's joiner or a machine left out).
+  int group_rank = -1;
   // Its place in the machines ordered by last heartbeat, while connected.
   std::list<int>::iterator by_heartbeat;
 };
@@ -142,12 +146,18 @@ struct NodeAssignment {
   int machine_rank = 0;
   int rank_offset = 0;
   int local_world_size = 0;
+  // Its place among the generation's machines (GROUP_RANK); the machine
+  // rank itself unless an elastic generation runs without some machines.
+  int group_rank = 0;
 };
 
 struct GenerationStart {
   int64_t generation = 0;
   int world_size = 0;
-  // Machine 0's advertised address.
+  // The generation's machines (GROUP_WORLD_SIZE).
+  int num_machines = 0;
+  // The first member's advertised address (machine 0's in a fixed-size
+  // job): its rank 0 serves the rendezvous.
   std::string master_addr;
   std::vector<NodeAssignment> nodes;
 };
@@ -204,7 +214,27 @@ struct JobSettings {
   // between two ticks is the coordinator's own stall (frozen, starved):
   // agents' silence during it is not held against them.
   std::chrono::milliseconds tick_interval{0};
+  // Elastic membership (docs/elastic.md): a generation may run on as few
+  // as min_machines machines (0: num_machines, a fixed-size job).
+  int min_machines = 0;
+  // The first generation starts at once when every machine is there, and
+  // this long after min_machines are, with those there by then.
+  std::chrono::milliseconds elastic_wait{10000};
+  // A machine that registers while a generation runs stops it at once to
+  // be taken in (a rescale, not a failure: no restart spent, no backoff).
+  bool rescale_on_join = false;
+  int MinMachines() const {
+    return min_machines > 0 ? std::min(min_machines, num_machines)
+                            : num_machines;
+  }
+  bool Elastic() const { return MinMachines() < num_machines; }
 };
+
+// An elastic generation's shape, for the log: "2 of 2:3 machines (0, 2),
+// world size 4, effective batch size = per-device batch x 4" (the
+// data-parallel degree is the world size).
+std::string ElasticShape(const GenerationStart& start,
+                         const JobSettings& settings);
 
 class JobStateMachine {
  public:
@@ -274,6 +304,11 @@ class JobStateMachine {
   }
   const std::map<int, NodeRecord>& nodes() const { return nodes_; }
   const std::vector<RankRecord>& ranks() const { return ranks_; }
+  // The machines of the current (or last) generation, in GROUP_RANK order.
+  const std::vector<int>& members() const { return members_; }
+  // Where the next generation's rank 0 would run (the first machine that
+  // would be a member if it started now); empty if none.
+  std::string NextMasterAddr() const;
   const std::vector<FailureRecord>& failures() const { return failures_; }
   const std::optional<JobOutcome>& outcome() const { return outcome_; }
   // Every generation this machine started, oldest first (one entry per
@@ -308,6 +343,15 @@ class JobStateMachine {
   void Finish(JobOutcome outcome, Decision& decision);
   // Once nothing of the current generation is alive: restart or end.
   void MaybeFinish(Decision& decision, TimePoint now);
+  // Elastic membership (job_state_machine_elastic.cc).
+  // Machines a generation would take now: connected, command checked.
+  int CountReady() const;
+  bool IsReady(const NodeRecord& node) const;
+  bool ElasticReadyToStart(TimePoint now) const;
+  // Starts (or drops) the wait for more machines once MIN are there.
+  void UpdateElasticHold(TimePoint now);
+  // --rescale_on_join: stops the running generation for a ready joiner.
+  Decision MaybeRescale(TimePoint now);
 
   JobSettings settings_;
   TimePoint created_at_;
@@ -350,6 +394,14 @@ class JobStateMachine {
   // The machines whose reports on their last workers the job waits for,
   // and until when.
   std::set<int> awaiting_reports_;
+  // The current generation's machines, in GROUP_RANK order.
+  std::vector<int> members_;
+  // Elastic: machines that registered while the generation runs (not its
+  // members); the end of the first generation's wait for more machines;
+  // a stop for a rescale under way.
+  std::set<int> joiners_;
+  std::optional<TimePoint> elastic_hold_until_;
+  bool rescaling_ = false;
   TimePoint report_deadline_;
   TimePoint rejoin_deadline_;
   std::optional<JobOutcome> outcome_;

@@ -31,6 +31,8 @@ pb::JobStatus DescribeJobFacts(const JobStateMachine& machine, TimePoint now) {
   status.set_generation(machine.generation());
   status.set_world_size(machine.world_size());
   status.set_num_machines(machine.settings().num_machines);
+  status.set_min_machines(machine.settings().MinMachines());
+  for (int m : machine.members()) status.add_members(m);
   status.set_uptime_s(Seconds(machine.created_at(), now));
   status.set_restarts_used(machine.restarts_used());
   status.set_max_restarts(machine.settings().restart.max_restarts);

@@ -23,10 +23,21 @@ std::string ExitText(int exit_code, int signal, const std::string& state) {
 }
 
 std::string JobHeader(const pb::JobStatus& s) {
+  // An elastic job: the generation's machines of MIN:MAX, and which.
+  const bool elastic =
+      s.min_machines() > 0 && s.min_machines() < s.num_machines();
+  const std::string machines =
+      elastic
+          ? absl::StrCat(s.members_size(), " of ", s.min_machines(), ":",
+                         s.num_machines(), " (members ",
+                         s.members().empty() ? std::string("none yet")
+                                             : absl::StrJoin(s.members(), ","),
+                         ")")
+          : std::to_string(s.num_machines());
   return absl::StrFormat(
-      "JOB %s  state %s  generation %d  world size %d  machines %d  uptime "
+      "JOB %s  state %s  generation %d  world size %d  machines %s  uptime "
       "%.1fs\n  restarts: %d used, %d left\n  command: %s\n",
-      s.job_id(), s.state(), s.generation(), s.world_size(), s.num_machines(),
+      s.job_id(), s.state(), s.generation(), s.world_size(), machines,
       s.uptime_s(), s.restarts_used(),
       std::max(0, s.max_restarts() - s.restarts_used()),
       absl::StrJoin(s.command(), " "));

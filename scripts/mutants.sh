@@ -66,6 +66,8 @@ mutants=(
   "failures-coordinator-check~script~tests/multihost/failures.sh~s/grep -c 'end gen 0' \"\$run\/agent1.out\")\" = 2/grep -c 'end gen 0' \"\$run\/agent1.out\")\" = 3/~coordinator::FAIL: node02 kept its workers without a coordinator~"
   "cut-link-check~script~tests/multihost/cut_link_rejoin.sh~s/grep -q 'machine 1 is lost'/grep -q 'machine 9 is lost'/~::FAIL: the coordinator did not notice node02~"
   "udp-lost-check~script~tests/multihost/udp_lost.sh~s/^\[ \"\$(via 0)\" = udp \]/[ \"\$(via 0)\" = tcp ]/~::FAIL: node01's datagrams stopped too~"
+  "elastic-restart-waits-for-all~cxx~coordinator/job_state_machine_elastic.cc~s/  if (phase_ == JobPhase::kRestarting) return true;/  if (false) return true;/~ElasticMembershipTest.LossWithMinLeftGoesOnWithFewer~"
+  "elastic-check~script~tests/multihost/elastic_shrink_grow.sh~s/check_generation 1 4 2/check_generation 1 6 3/~::FAIL: generation 1 ranks were~"
   "ui-channel-keeper-removed~cxx~coordinator/ui_command.cc~s/  const ChannelKeeper keeper(client->channel);//~UiTest.ACoordinatorThatIsGoneIs503UntilItComesBack~"
   "log-resubscription-removed~cxx~coordinator/log_relay.cc~s/    link->Send(client->Resubscription(machine));//~LogsRejoinTest.FollowGoesOnShowingAMachineWhoseAgentWasReplaced~"
   "metrics-without-machines~cxx~coordinator/status_routes.cc~s/status(MetricsRequest())/status(SummaryRequest())/~StatusPageTest.MetricsAskForTheMachinesAndCountsNotEveryRank~"
@@ -168,11 +170,15 @@ for m in "${selected[@]}"; do
         ;;
       script)
         args=${test%%::*} expected=${test#*::}
+        # The binaries as the sources are: a C++ mutant before this one was
+        # put back in the source but is still built in.
         # shellcheck disable=SC2086
         # As under ctest: a HOME and TMPDIR of its own (tests/hermetic.cmake).
         rm -rf "$dir/scratch"; mkdir -p "$dir/scratch/home" "$dir/scratch/tmp"
-        if HOME="$dir/scratch/home" TMPDIR="$dir/scratch/tmp" \
-           timeout 400 bash "$tree/$file" "$tree/build" $args >"$log" 2>&1; then
+        if ! cmake --build "$tree/build" -j2 >"$log" 2>&1; then
+          verdict="DOES NOT BUILD (see $log)"
+        elif HOME="$dir/scratch/home" TMPDIR="$dir/scratch/tmp" \
+           timeout 400 bash "$tree/$file" "$tree/build" $args >>"$log" 2>&1; then
           verdict="NOT CAUGHT by $file"
         elif grep -qF "$expected" "$log"; then
           verdict="caught by $file ($expected)"
