@@ -304,9 +304,17 @@ int main(int argc, char** argv) {
   heartbeats = std::thread([&] {
     const auto interval = std::chrono::duration_cast<SimClock::duration>(
         std::chrono::duration<double>(launch.heartbeat_interval_s));
-    auto next = SimClock::now();
+    const auto start = SimClock::now();
+    auto next = start;
     size_t at = 0;
-    const auto gap = interval / std::max<size_t>(sims.size(), 1);
+    // The k-th tick at start + k * interval / N, computed from k each time:
+    // an agent's ticks (k, k + N, ...) are then exactly one interval apart.
+    // (Adding interval / N, rounded down, made them a few ns short of it,
+    // and the core, rightly, skipped every second beat as not yet due.)
+    const auto count = static_cast<uint64_t>(std::max<size_t>(sims.size(), 1));
+    const auto interval_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(interval).count());
+    uint64_t ticks = 0;
     auto deliver = [&](uint32_t machine_rank, std::string_view bytes) {
       const int64_t index =
           static_cast<int64_t>(machine_rank) - first_machine_rank;
@@ -319,7 +327,10 @@ int main(int argc, char** argv) {
       // Each agent's clock reads its schedule: it beats once an interval.
       sims[at]->Tick(next);
       at = (at + 1) % sims.size();
-      next += gap;
+      ++ticks;
+      next = start +
+             std::chrono::nanoseconds((ticks / count) * interval_ns +
+                                      (ticks % count) * interval_ns / count);
       std::this_thread::sleep_until(next);
     }
   });

@@ -202,6 +202,7 @@ void SimAgent::FailWorker(int local_rank, int exit_code) {
   {
     std::lock_guard<std::mutex> lock(core_mutex_);
     exited.set_generation(core_.running_generation());
+    if (!exited_.insert(local_rank).second) return;  // it exited already
     effects = core_.WorkerExited(std::move(exited));
   }
   Apply(effects);
@@ -273,6 +274,7 @@ void SimAgent::Apply(const AgentEffects& effects) {
     AgentEffects started;
     {
       std::lock_guard<std::mutex> lock(core_mutex_);
+      exited_.clear();
       started = core_.WorkersStarted(a.generation(), pids);
     }
     for (const auto& message : started.send) Send(message);
@@ -287,6 +289,8 @@ void SimAgent::Apply(const AgentEffects& effects) {
       std::lock_guard<std::mutex> lock(core_mutex_);
       generation = core_.running_generation();
       for (int local = 0; local < registration_.local_world_size(); ++local) {
+        // A signal reaches only the workers still running.
+        if (!exited_.insert(local).second) continue;
         pb::WorkerExited exited;
         exited.set_generation(generation);
         exited.set_local_rank(local);

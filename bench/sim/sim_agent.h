@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,7 +89,10 @@ class SimAgent
   // Opens the stream and registers.
   void Start(trl::launch::v1::Coordinator::Stub* stub);
   // The agent's clock ticks at `now`: a heartbeat when one is due, and the
-  // lease (which ends the stream when it runs out).
+  // lease (which ends the stream when it runs out). Ticks come once an
+  // interval, so a lease is seen to run out up to two intervals late (the
+  // real agent looks again after its 200 ms grace): leases_expired is a
+  // lower bound.
   void Tick(SimClock::time_point now);
   // A datagram the coordinator sent this agent (SimDatagrams::Drain).
   void DatagramReceived(std::string_view bytes);
@@ -125,6 +129,9 @@ class SimAgent
   std::atomic<bool> lease_ran_out_{false};
   std::mutex core_mutex_;
   AgentCore core_;  // guarded by core_mutex_
+  // The local ranks of the running generation that exited (guarded by
+  // core_mutex_).
+  std::set<int> exited_;
   SimDatagrams* const datagrams_;
   std::mutex udp_mutex_;
   std::unique_ptr<HeartbeatSequence> sequence_;  // guarded by udp_mutex_
