@@ -119,8 +119,9 @@ TARGET_SIZES = (4096, 16384)
 def target_sizes(table):
     """The sizes checked against targets: those the targets name, else the
     largest (a quick run), held to the smallest size's targets."""
-    named = [size for size in sorted(table) if size in TARGET_SIZES]
-    return named or [max(table)]
+    if any(size in table for size in TARGET_SIZES):
+        return list(TARGET_SIZES)  # a size that did not run: "not run"
+    return [max(table)]
 
 
 def target_at(targets, size):
@@ -281,7 +282,7 @@ def targets_rows(summary):
             target = target_at(targets, size)
             if target is None:
                 continue
-            s = table[size].get(field)
+            s = table.get(size, {}).get(field)
             verdict = "not run"
             if s is not None:
                 verdict = "met" if s["median"] * scale <= target else "missed"

@@ -214,6 +214,12 @@ void SimAgent::Shutdown() {
     if (closing_) return;
     closing_ = true;
   }
+  if (!started_) {
+    // Never registered (a run that failed before its wave): gRPC holds
+    // nothing of it to end.
+    recorder_->Ended();
+    return;
+  }
   context_.TryCancel();
   HandToGrpc(this);
   RemoveHold();
