@@ -10,7 +10,9 @@
 // gets in while one holds the port. Proven connections are never cut.
 //
 // ConnectionsToCut is the pure rule; ConnectionGovernor applies it to the
-// process's own sockets (/proc/net/tcp*, /proc/self/fd) with shutdown(2).
+// process's own sockets (the kernel's socket diagnostics, socket_diag.h,
+// or /proc/net/tcp* where those cannot be had; /proc/self/fd) with
+// shutdown(2).
 #ifndef TRL_COORDINATOR_CONNECTION_LIMITS_H_
 #define TRL_COORDINATOR_CONNECTION_LIMITS_H_
 
@@ -20,11 +22,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "coordinator/socket_diag.h"
 
 namespace trl {
 
@@ -50,8 +55,11 @@ std::vector<uint64_t> ConnectionsToCut(
 // as PortConnection::peer ("10.0.0.2:41234", "[::1]:41234").
 std::string PeerFromGrpc(const std::string& grpc_peer);
 
-// The /proc files the caps read, opened once: a process at its descriptor
-// limit (what a flood brings about) could not open them again.
+// What the caps read, opened once: a process at its descriptor limit (what
+// a flood brings about) could not open them again. The connections come
+// from the kernel's socket diagnostics; /proc/net/tcp and /proc/net/tcp6
+// (every socket of the namespace, formatted as text) only if its netlink
+// socket cannot be opened or a dump fails (logged once).
 class ProcSockets {
  public:
   ProcSockets();
@@ -61,17 +69,27 @@ class ProcSockets {
 
   // See ReadPortConnections and CutSockets.
   std::vector<PortConnection> Connections(int port);
+  // From /proc/net/tcp* only, even when the diagnostics work.
+  std::vector<PortConnection> ConnectionsFromProc(int port);
   int Cut(const std::vector<uint64_t>& inodes);
+  // Whether Connections asks the kernel's socket diagnostics.
+  bool reads_socket_diag() const { return diag_ != nullptr; }
 
  private:
+  std::unique_ptr<SocketDiag> diag_;  // null: /proc/net/tcp* instead
+  bool diag_failure_logged_ = false;
   int tcp_ = -1;
   int tcp6_ = -1;
   DIR* fds_ = nullptr;
 };
 
-// This process's established connections to local port `port`, from
-// /proc/net/tcp and /proc/net/tcp6 (IPv4-mapped addresses as IPv4).
+// The established connections to local port `port` (IPv4-mapped addresses
+// as IPv4), as ProcSockets finds them.
 std::vector<PortConnection> ReadPortConnections(int port);
+
+// The same, from /proc/net/tcp and /proc/net/tcp6 only (for tests: both
+// ways must agree).
+std::vector<PortConnection> ReadPortConnectionsFromProc(int port);
 
 // Closes (shutdown(2), which gRPC then sees as the peer's close) this
 // process's sockets with these inodes; returns how many it found.
