@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/numbers.h"
@@ -60,6 +61,18 @@ std::vector<uint64_t> ConnectionsToCut(
     --kept;
   }
   return cut;
+}
+
+bool OverACap(const std::vector<PortConnection>& connections,
+              ConnectionLimits limits) {
+  const int count = static_cast<int>(connections.size());
+  if (count > limits.total) return true;
+  if (count <= limits.per_peer) return false;
+  std::unordered_map<std::string, int> by_address;
+  for (const auto& connection : connections) {
+    if (++by_address[connection.peer_address] > limits.per_peer) return true;
+  }
+  return false;
 }
 
 std::string PeerFromGrpc(const std::string& grpc_peer) {
@@ -257,6 +270,7 @@ ConnectionGovernor::ConnectionGovernor(
       limits_(limits),
       protected_peers_(std::move(protected_peers)),
       interval_(interval),
+      schedule_(interval * 10),
       thread_([this] { Run(); }) {}
 
 ConnectionGovernor::~ConnectionGovernor() {
@@ -268,28 +282,40 @@ ConnectionGovernor::~ConnectionGovernor() {
   thread_.join();
 }
 
+int ConnectionGovernor::Enforce(std::optional<uint64_t> passive_opens) {
+  std::vector<uint64_t> cut;
+  std::set<std::string> keep;
+  bool asked = false;
+  bool over_a_cap = false;
+  for (int port : ports_) {
+    const auto connections = proc_.Connections(port);
+    // Cheap while nothing is over a cap: the agents' peers are asked for
+    // only when something could be cut.
+    if (!OverACap(connections, limits_)) continue;
+    over_a_cap = true;
+    if (!asked) {
+      keep = protected_peers_();
+      asked = true;
+    }
+    for (uint64_t inode : ConnectionsToCut(connections, keep, limits_)) {
+      cut.push_back(inode);
+    }
+  }
+  schedule_.Looked(std::chrono::steady_clock::now(), passive_opens, over_a_cap);
+  return proc_.Cut(cut);
+}
+
 void ConnectionGovernor::Run() {
   std::unique_lock<std::mutex> lock(mutex_);
   auto wait = interval_;
   while (!wakeup_.wait_for(lock, wait, [this] { return stop_; })) {
     lock.unlock();
-    std::vector<uint64_t> cut;
-    std::set<std::string> keep;
-    bool asked = false;
-    for (int port : ports_) {
-      const auto connections = proc_.Connections(port);
-      // Cheap while nothing is near a cap: the agents' peers are asked for
-      // only when something would be cut.
-      if (static_cast<int>(connections.size()) <= limits_.per_peer) continue;
-      if (!asked) {
-        keep = protected_peers_();
-        asked = true;
-      }
-      for (uint64_t inode : ConnectionsToCut(connections, keep, limits_)) {
-        cut.push_back(inode);
-      }
+    // Read before the look: what is accepted during it is seen next time.
+    const std::optional<uint64_t> passive_opens = passive_opens_.Read();
+    int closed = 0;
+    if (schedule_.Due(std::chrono::steady_clock::now(), passive_opens)) {
+      closed = Enforce(passive_opens);
     }
-    const int closed = proc_.Cut(cut);
     cut_ += closed;
     if (closed > 0) {
       const auto now = std::chrono::steady_clock::now();

@@ -24,12 +24,15 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "coordinator/governor_schedule.h"
 #include "coordinator/socket_diag.h"
+#include "coordinator/tcp_passive_opens.h"
 
 namespace trl {
 
@@ -50,6 +53,12 @@ struct PortConnection {
 std::vector<uint64_t> ConnectionsToCut(
     const std::vector<PortConnection>& connections,
     const std::set<std::string>& protected_peers, ConnectionLimits limits);
+
+// Whether some address holds more than `limits.per_peer` of `connections`,
+// or all of them more than `limits.total`: only then can ConnectionsToCut
+// cut anything, whichever peers are protected.
+bool OverACap(const std::vector<PortConnection>& connections,
+              ConnectionLimits limits);
 
 // gRPC's name of a peer ("ipv4:10.0.0.2:41234", "ipv6:%5B::1%5D:41234")
 // as PortConnection::peer ("10.0.0.2:41234", "[::1]:41234").
@@ -95,8 +104,10 @@ std::vector<PortConnection> ReadPortConnectionsFromProc(int port);
 // process's sockets with these inodes; returns how many it found.
 int CutSockets(const std::vector<uint64_t>& inodes);
 
-// A thread that enforces the caps on `ports` every `interval` (every
-// 20 ms while it is cutting).
+// A thread that enforces the caps on `ports`. It wakes every `interval`
+// (every 20 ms while it is cutting) and looks at the sockets when there is
+// reason to (governor_schedule.h): a connection accepted since its last
+// look, a port over a cap, or else every 10 intervals.
 class ConnectionGovernor {
  public:
   ConnectionGovernor(std::vector<int> ports, ConnectionLimits limits,
@@ -111,12 +122,16 @@ class ConnectionGovernor {
 
  private:
   void Run();
+  // One look at the sockets; returns how many it closed.
+  int Enforce(std::optional<uint64_t> passive_opens);
 
   const std::vector<int> ports_;
   const ConnectionLimits limits_;
   const std::function<std::set<std::string>()> protected_peers_;
   const std::chrono::milliseconds interval_;
   ProcSockets proc_;
+  TcpPassiveOpens passive_opens_;
+  GovernorSchedule schedule_;
   std::atomic<int64_t> cut_{0};
   // Logged at most every 10 s (a flood must not flood the log too).
   int64_t unreported_ = 0;

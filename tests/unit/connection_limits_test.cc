@@ -66,6 +66,23 @@ TEST(ConnectionLimitsTest, UnderBothCapsNothingIsCut) {
   EXPECT_TRUE(ConnectionsToCut(connections, {}, {2, 2}).empty());
 }
 
+TEST(ConnectionLimitsTest, OverACapOnlyWhenSomethingCouldBeCut) {
+  std::vector<PortConnection> connections = {
+      From("10.0.0.1", 1), From("10.0.0.1", 2), From("10.0.0.2", 3)};
+  EXPECT_FALSE(OverACap(connections, {2, 3}));
+  EXPECT_TRUE(OverACap(connections, {1, 3}));  // 10.0.0.1 holds 2
+  EXPECT_TRUE(OverACap(connections, {2, 2}));  // 3 in all
+  // Many peers, each under its cap, under the total: nothing to do.
+  std::vector<PortConnection> agents;
+  for (uint64_t i = 1; i <= 200; ++i) {
+    agents.push_back(From("10.0." + std::to_string(i) + ".1", i));
+  }
+  EXPECT_FALSE(OverACap(agents, {64, 1000}));
+  // A cap on the total below the one per address holds too.
+  EXPECT_TRUE(OverACap(connections, {64, 2}));
+  EXPECT_EQ(ConnectionsToCut(connections, {}, {64, 2}).size(), 1u);
+}
+
 // An IPv4 client of a dual-stack listener is an AF_INET6 socket with an
 // IPv4-mapped address: it counts as its IPv4 address, found the same way
 // by the kernel's socket diagnostics and by /proc/net/tcp6.
