@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/numbers.h"
@@ -62,6 +63,18 @@ std::vector<uint64_t> ConnectionsToCut(
   return cut;
 }
 
+bool OverACap(const std::vector<PortConnection>& connections,
+              ConnectionLimits limits) {
+  const int count = static_cast<int>(connections.size());
+  if (count > limits.total) return true;
+  if (count <= limits.per_peer) return false;
+  std::unordered_map<std::string, int> by_address;
+  for (const auto& connection : connections) {
+    if (++by_address[connection.peer_address] > limits.per_peer) return true;
+  }
+  return false;
+}
+
 std::string PeerFromGrpc(const std::string& grpc_peer) {
   std::string peer = grpc_peer;
   const size_t scheme = peer.find(':');
@@ -70,6 +83,33 @@ std::string PeerFromGrpc(const std::string& grpc_peer) {
 }
 
 namespace {
+
+// An address in network byte order (4 or 16 bytes) as text, an
+// IPv4-mapped IPv6 address (an IPv4 peer of a dual-stack listener) as IPv4.
+std::string AddressText(const unsigned char* bytes, bool v6) {
+  char out[INET6_ADDRSTRLEN] = {};
+  static const unsigned char kMapped[12] = {0, 0, 0, 0, 0,    0,
+                                            0, 0, 0, 0, 0xff, 0xff};
+  if (!v6) {
+    inet_ntop(AF_INET, bytes, out, sizeof(out));
+  } else if (std::equal(kMapped, kMapped + 12, bytes)) {
+    inet_ntop(AF_INET, bytes + 12, out, sizeof(out));
+  } else {
+    inet_ntop(AF_INET6, bytes, out, sizeof(out));
+  }
+  return out;
+}
+
+PortConnection Connection(uint64_t inode, const std::string& peer_address,
+                          int peer_port) {
+  PortConnection connection;
+  connection.socket_inode = inode;
+  connection.peer_address = peer_address;
+  connection.peer = peer_address.find(':') == std::string::npos
+                        ? absl::StrCat(peer_address, ":", peer_port)
+                        : absl::StrCat("[", peer_address, "]:", peer_port);
+  return connection;
+}
 
 // "0100007F:1F90" (IPv4, little-endian words) or 32 hex digits (IPv6).
 bool ParseProcAddress(const std::string& text, bool v6, std::string* address,
@@ -87,21 +127,7 @@ bool ParseProcAddress(const std::string& text, bool v6, std::string* address,
     // The kernel prints each 32-bit word in host (little-endian) order.
     for (int b = 0; b < 4; ++b) bytes[w * 4 + b] = (word >> (8 * b)) & 0xff;
   }
-  char out[INET6_ADDRSTRLEN] = {};
-  if (!v6) {
-    inet_ntop(AF_INET, bytes, out, sizeof(out));
-    *address = out;
-    return true;
-  }
-  static const unsigned char kMapped[12] = {0, 0, 0, 0, 0,    0,
-                                            0, 0, 0, 0, 0xff, 0xff};
-  if (std::equal(kMapped, kMapped + 12, bytes)) {
-    inet_ntop(AF_INET, bytes + 12, out, sizeof(out));
-    *address = out;
-    return true;
-  }
-  inet_ntop(AF_INET6, bytes, out, sizeof(out));
-  *address = out;
+  *address = AddressText(bytes, v6);
   return true;
 }
 
@@ -135,16 +161,11 @@ void ParseTable(const std::string& text, bool v6, int port,
         !ParseProcAddress(remote, v6, &peer_address, &peer_port)) {
       continue;
     }
-    PortConnection connection;
-    if (!absl::SimpleAtoi(inode, &connection.socket_inode) ||
-        connection.socket_inode == 0) {
+    uint64_t socket_inode = 0;
+    if (!absl::SimpleAtoi(inode, &socket_inode) || socket_inode == 0) {
       continue;
     }
-    connection.peer_address = peer_address;
-    connection.peer = peer_address.find(':') == std::string::npos
-                          ? absl::StrCat(peer_address, ":", peer_port)
-                          : absl::StrCat("[", peer_address, "]:", peer_port);
-    out->push_back(std::move(connection));
+    out->push_back(Connection(socket_inode, peer_address, peer_port));
   }
 }
 
@@ -153,7 +174,17 @@ void ParseTable(const std::string& text, bool v6, int port,
 ProcSockets::ProcSockets()
     : tcp_(open("/proc/net/tcp", O_RDONLY | O_CLOEXEC)),
       tcp6_(open("/proc/net/tcp6", O_RDONLY | O_CLOEXEC)),
-      fds_(opendir("/proc/self/fd")) {}
+      fds_(opendir("/proc/self/fd")) {
+  auto diag = SocketDiag::Open();
+  if (diag.ok()) {
+    diag_ = *std::move(diag);
+  } else {
+    ComponentLogger("coord")->warn(
+        "{}; the connection caps read /proc/net/tcp instead, which costs "
+        "more CPU the more sockets the machine has",
+        std::string(diag.status().message()));
+  }
+}
 
 ProcSockets::~ProcSockets() {
   if (tcp_ >= 0) close(tcp_);
@@ -162,6 +193,33 @@ ProcSockets::~ProcSockets() {
 }
 
 std::vector<PortConnection> ProcSockets::Connections(int port) {
+  if (diag_ == nullptr) return ConnectionsFromProc(port);
+  std::vector<PortConnection> connections;
+  for (int family : {AF_INET, AF_INET6}) {
+    auto sockets = diag_->Established(family, static_cast<uint16_t>(port));
+    if (!sockets.ok()) {
+      if (!diag_failure_logged_) {
+        diag_failure_logged_ = true;
+        ComponentLogger("coord")->warn(
+            "{}; the connection caps read /proc/net/tcp instead when that "
+            "happens (logged once)",
+            std::string(sockets.status().message()));
+      }
+      return ConnectionsFromProc(port);
+    }
+    for (const DiagSocket& socket : *sockets) {
+      // The kernel filtered on the port; the check costs nothing.
+      if (socket.local_port != port || socket.inode == 0) continue;
+      connections.push_back(Connection(
+          socket.inode,
+          AddressText(socket.peer_address.data(), family == AF_INET6),
+          socket.peer_port));
+    }
+  }
+  return connections;
+}
+
+std::vector<PortConnection> ProcSockets::ConnectionsFromProc(int port) {
   std::vector<PortConnection> connections;
   ParseTable(ReadAll(tcp_), false, port, &connections);
   ParseTable(ReadAll(tcp6_), true, port, &connections);
@@ -196,6 +254,10 @@ std::vector<PortConnection> ReadPortConnections(int port) {
   return ProcSockets().Connections(port);
 }
 
+std::vector<PortConnection> ReadPortConnectionsFromProc(int port) {
+  return ProcSockets().ConnectionsFromProc(port);
+}
+
 int CutSockets(const std::vector<uint64_t>& inodes) {
   return ProcSockets().Cut(inodes);
 }
@@ -208,6 +270,7 @@ ConnectionGovernor::ConnectionGovernor(
       limits_(limits),
       protected_peers_(std::move(protected_peers)),
       interval_(interval),
+      schedule_(interval * 10),
       thread_([this] { Run(); }) {}
 
 ConnectionGovernor::~ConnectionGovernor() {
@@ -219,28 +282,40 @@ ConnectionGovernor::~ConnectionGovernor() {
   thread_.join();
 }
 
+int ConnectionGovernor::Enforce(std::optional<uint64_t> passive_opens) {
+  std::vector<uint64_t> cut;
+  std::set<std::string> keep;
+  bool asked = false;
+  bool over_a_cap = false;
+  for (int port : ports_) {
+    const auto connections = proc_.Connections(port);
+    // Cheap while nothing is over a cap: the agents' peers are asked for
+    // only when something could be cut.
+    if (!OverACap(connections, limits_)) continue;
+    over_a_cap = true;
+    if (!asked) {
+      keep = protected_peers_();
+      asked = true;
+    }
+    for (uint64_t inode : ConnectionsToCut(connections, keep, limits_)) {
+      cut.push_back(inode);
+    }
+  }
+  schedule_.Looked(std::chrono::steady_clock::now(), passive_opens, over_a_cap);
+  return proc_.Cut(cut);
+}
+
 void ConnectionGovernor::Run() {
   std::unique_lock<std::mutex> lock(mutex_);
   auto wait = interval_;
   while (!wakeup_.wait_for(lock, wait, [this] { return stop_; })) {
     lock.unlock();
-    std::vector<uint64_t> cut;
-    std::set<std::string> keep;
-    bool asked = false;
-    for (int port : ports_) {
-      const auto connections = proc_.Connections(port);
-      // Cheap while nothing is near a cap: the agents' peers are asked for
-      // only when something would be cut.
-      if (static_cast<int>(connections.size()) <= limits_.per_peer) continue;
-      if (!asked) {
-        keep = protected_peers_();
-        asked = true;
-      }
-      for (uint64_t inode : ConnectionsToCut(connections, keep, limits_)) {
-        cut.push_back(inode);
-      }
+    // Read before the look: what is accepted during it is seen next time.
+    const std::optional<uint64_t> passive_opens = passive_opens_.Read();
+    int closed = 0;
+    if (schedule_.Due(std::chrono::steady_clock::now(), passive_opens)) {
+      closed = Enforce(passive_opens);
     }
-    const int closed = proc_.Cut(cut);
     cut_ += closed;
     if (closed > 0) {
       const auto now = std::chrono::steady_clock::now();

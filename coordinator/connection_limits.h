@@ -10,7 +10,9 @@
 // gets in while one holds the port. Proven connections are never cut.
 //
 // ConnectionsToCut is the pure rule; ConnectionGovernor applies it to the
-// process's own sockets (/proc/net/tcp*, /proc/self/fd) with shutdown(2).
+// process's own sockets (the kernel's socket diagnostics, socket_diag.h,
+// or /proc/net/tcp* where those cannot be had; /proc/self/fd) with
+// shutdown(2).
 #ifndef TRL_COORDINATOR_CONNECTION_LIMITS_H_
 #define TRL_COORDINATOR_CONNECTION_LIMITS_H_
 
@@ -20,11 +22,17 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "coordinator/governor_schedule.h"
+#include "coordinator/socket_diag.h"
+#include "coordinator/tcp_passive_opens.h"
 
 namespace trl {
 
@@ -46,12 +54,21 @@ std::vector<uint64_t> ConnectionsToCut(
     const std::vector<PortConnection>& connections,
     const std::set<std::string>& protected_peers, ConnectionLimits limits);
 
+// Whether some address holds more than `limits.per_peer` of `connections`,
+// or all of them more than `limits.total`: only then can ConnectionsToCut
+// cut anything, whichever peers are protected.
+bool OverACap(const std::vector<PortConnection>& connections,
+              ConnectionLimits limits);
+
 // gRPC's name of a peer ("ipv4:10.0.0.2:41234", "ipv6:%5B::1%5D:41234")
 // as PortConnection::peer ("10.0.0.2:41234", "[::1]:41234").
 std::string PeerFromGrpc(const std::string& grpc_peer);
 
-// The /proc files the caps read, opened once: a process at its descriptor
-// limit (what a flood brings about) could not open them again.
+// What the caps read, opened once: a process at its descriptor limit (what
+// a flood brings about) could not open them again. The connections come
+// from the kernel's socket diagnostics; /proc/net/tcp and /proc/net/tcp6
+// (every socket of the namespace, formatted as text) only if its netlink
+// socket cannot be opened or a dump fails (logged once).
 class ProcSockets {
  public:
   ProcSockets();
@@ -61,24 +78,36 @@ class ProcSockets {
 
   // See ReadPortConnections and CutSockets.
   std::vector<PortConnection> Connections(int port);
+  // From /proc/net/tcp* only, even when the diagnostics work.
+  std::vector<PortConnection> ConnectionsFromProc(int port);
   int Cut(const std::vector<uint64_t>& inodes);
+  // Whether Connections asks the kernel's socket diagnostics.
+  bool reads_socket_diag() const { return diag_ != nullptr; }
 
  private:
+  std::unique_ptr<SocketDiag> diag_;  // null: /proc/net/tcp* instead
+  bool diag_failure_logged_ = false;
   int tcp_ = -1;
   int tcp6_ = -1;
   DIR* fds_ = nullptr;
 };
 
-// This process's established connections to local port `port`, from
-// /proc/net/tcp and /proc/net/tcp6 (IPv4-mapped addresses as IPv4).
+// The established connections to local port `port` (IPv4-mapped addresses
+// as IPv4), as ProcSockets finds them.
 std::vector<PortConnection> ReadPortConnections(int port);
+
+// The same, from /proc/net/tcp and /proc/net/tcp6 only (for tests: both
+// ways must agree).
+std::vector<PortConnection> ReadPortConnectionsFromProc(int port);
 
 // Closes (shutdown(2), which gRPC then sees as the peer's close) this
 // process's sockets with these inodes; returns how many it found.
 int CutSockets(const std::vector<uint64_t>& inodes);
 
-// A thread that enforces the caps on `ports` every `interval` (every
-// 20 ms while it is cutting).
+// A thread that enforces the caps on `ports`. It wakes every `interval`
+// (every 20 ms while it is cutting) and looks at the sockets when there is
+// reason to (governor_schedule.h): a connection accepted since its last
+// look, a port over a cap, or else every 10 intervals.
 class ConnectionGovernor {
  public:
   ConnectionGovernor(std::vector<int> ports, ConnectionLimits limits,
@@ -93,12 +122,16 @@ class ConnectionGovernor {
 
  private:
   void Run();
+  // One look at the sockets; returns how many it closed.
+  int Enforce(std::optional<uint64_t> passive_opens);
 
   const std::vector<int> ports_;
   const ConnectionLimits limits_;
   const std::function<std::set<std::string>()> protected_peers_;
   const std::chrono::milliseconds interval_;
   ProcSockets proc_;
+  TcpPassiveOpens passive_opens_;
+  GovernorSchedule schedule_;
   std::atomic<int64_t> cut_{0};
   // Logged at most every 10 s (a flood must not flood the log too).
   int64_t unreported_ = 0;

@@ -66,7 +66,89 @@ TEST(ConnectionLimitsTest, UnderBothCapsNothingIsCut) {
   EXPECT_TRUE(ConnectionsToCut(connections, {}, {2, 2}).empty());
 }
 
-// The I/O half: this process's own connections are found in /proc and cut.
+TEST(ConnectionLimitsTest, OverACapOnlyWhenSomethingCouldBeCut) {
+  std::vector<PortConnection> connections = {
+      From("10.0.0.1", 1), From("10.0.0.1", 2), From("10.0.0.2", 3)};
+  EXPECT_FALSE(OverACap(connections, {2, 3}));
+  EXPECT_TRUE(OverACap(connections, {1, 3}));  // 10.0.0.1 holds 2
+  EXPECT_TRUE(OverACap(connections, {2, 2}));  // 3 in all
+  // Many peers, each under its cap, under the total: nothing to do.
+  std::vector<PortConnection> agents;
+  for (uint64_t i = 1; i <= 200; ++i) {
+    agents.push_back(From("10.0." + std::to_string(i) + ".1", i));
+  }
+  EXPECT_FALSE(OverACap(agents, {64, 1000}));
+  // A cap on the total below the one per address holds too.
+  EXPECT_TRUE(OverACap(connections, {64, 2}));
+  EXPECT_EQ(ConnectionsToCut(connections, {}, {64, 2}).size(), 1u);
+}
+
+// An IPv4 client of a dual-stack listener is an AF_INET6 socket with an
+// IPv4-mapped address: it counts as its IPv4 address, found the same way
+// by the kernel's socket diagnostics and by /proc/net/tcp6.
+TEST(ConnectionLimitsTest, BothWaysFindTheSameConnectionsMappedAsIPv4) {
+  const int listener = socket(AF_INET6, SOCK_STREAM, 0);
+  const int off = 0;
+  setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+  sockaddr_in6 any = {};
+  any.sin6_family = AF_INET6;
+  any.sin6_addr = in6addr_any;
+  if (bind(listener, reinterpret_cast<sockaddr*>(&any), sizeof(any)) != 0 ||
+      listen(listener, 16) != 0) {
+    close(listener);
+    GTEST_SKIP() << "no IPv6 here";
+  }
+  socklen_t length = sizeof(any);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&any), &length);
+  const int port = ntohs(any.sin6_port);
+  std::vector<int> fds;
+  sockaddr_in v4 = {};
+  v4.sin_family = AF_INET;
+  v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  v4.sin_port = htons(port);
+  sockaddr_in6 v6 = any;
+  v6.sin6_addr = in6addr_loopback;
+  for (int i = 0; i < 3; ++i) {
+    const bool ipv4 = i < 2;
+    const int client = socket(ipv4 ? AF_INET : AF_INET6, SOCK_STREAM, 0);
+    fds.push_back(client);
+    ASSERT_EQ(connect(client,
+                      ipv4 ? reinterpret_cast<sockaddr*>(&v4)
+                           : reinterpret_cast<sockaddr*>(&v6),
+                      ipv4 ? sizeof(v4) : sizeof(v6)),
+              0);
+    fds.push_back(accept(listener, nullptr, nullptr));
+  }
+  auto by_inode = [](std::vector<PortConnection> v) {
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+      return a.socket_inode < b.socket_inode;
+    });
+    return v;
+  };
+  ASSERT_TRUE(ProcSockets().reads_socket_diag());
+  const auto found = by_inode(ReadPortConnections(port));
+  const auto from_proc = by_inode(ReadPortConnectionsFromProc(port));
+  ASSERT_EQ(found.size(), 3u);
+  ASSERT_EQ(from_proc.size(), 3u);
+  int ipv4_peers = 0;
+  for (size_t i = 0; i < found.size(); ++i) {
+    EXPECT_EQ(found[i].socket_inode, from_proc[i].socket_inode);
+    EXPECT_EQ(found[i].peer_address, from_proc[i].peer_address);
+    EXPECT_EQ(found[i].peer, from_proc[i].peer);
+    if (found[i].peer_address == "127.0.0.1") {
+      ++ipv4_peers;
+      EXPECT_EQ(found[i].peer.rfind("127.0.0.1:", 0), 0u) << found[i].peer;
+    } else {
+      EXPECT_EQ(found[i].peer_address, "::1");
+      EXPECT_EQ(found[i].peer.rfind("[::1]:", 0), 0u) << found[i].peer;
+    }
+  }
+  EXPECT_EQ(ipv4_peers, 2);
+  for (int fd : fds) close(fd);
+  close(listener);
+}
+
+// The I/O half: this process's own connections are found and cut.
 TEST(ConnectionLimitsTest, FindsAndCutsThisProcesssConnections) {
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address = {};
