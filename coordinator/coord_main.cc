@@ -394,8 +394,9 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   getrlimit(RLIMIT_NOFILE, &open_files);
   if (open_files.rlim_cur != RLIM_INFINITY && open_files.rlim_cur < 16384) {
     // gRPC 1.51 stops listening for good when an accept fails for want of
-    // descriptors: a flood that outruns the caps below (they act five
-    // times a second) would leave agents unable to reach this port.
+    // descriptors: a flood that outruns the caps below (they look five
+    // times a second while connections are accepted) would leave agents
+    // unable to reach this port.
     log->warn(
         "this process may open only {} files (the hard limit): a flood of "
         "connections could stop the coordinator from accepting agents; "
