@@ -150,7 +150,8 @@ AgentEffects AgentCore::Registered(const pb::RegistrationReply& reply) {
                                         ", whose place this spare had taken");
   }
   effects.machine_rank = machine_rank_;
-  // A spare has no machine whose leftovers it could end.
+  // A spare sweeps nothing: the machine it asked for may be held by a
+  // stand-in on this very host, whose workers a sweep would kill.
   effects.sweep_stale = !spare_;
   if (reply.heartbeat_udp_port() > 0 && settings_.udp_heartbeats) {
     effects.open_datagrams = AgentEffects::Datagrams{reply.heartbeat_udp_port(),
@@ -165,6 +166,9 @@ AgentEffects AgentCore::RoleChanged(const pb::RoleChange& change) {
   AgentEffects effects;
   spare_ = change.spare();
   may_be_spare_ = may_be_spare_ || spare_;
+  // Exits of what it ran as another machine are not this one's to report.
+  report_generation_ = -1;
+  own_exits_.clear();
   machine_rank_ = spare_ ? -1 : change.machine_rank();
   effects.machine_rank = machine_rank_;
   effects.role_changed =
@@ -187,14 +191,20 @@ AgentEffects AgentCore::Assigned(const pb::Assignment& assignment) {
   effects.end_workers = true;
   running_generation_ = -1;
   if (assignment.argv_size() == 0) return effects;
-  if (!IsValidJobId(assignment.job_id())) {
-    // It becomes a directory name: a coordinator of another build (or a
-    // hostile one) must not steer files out of log_dir.
+  // A job id becomes a directory name: a coordinator of another build (or
+  // a hostile one) must not steer files out of log_dir. An agent asked to
+  // stop starts nothing more (an assignment already on its way when it
+  // said so, or one for a spare it was promoted to meanwhile).
+  const char* refused = !IsValidJobId(assignment.job_id())
+                            ? "the job id is not valid"
+                        : stop_signal_ != 0 ? "the agent is stopping"
+                                            : nullptr;
+  if (refused != nullptr) {
     for (int local = 0; local < assignment.local_world_size(); ++local) {
       pb::WorkerExited exited;
       exited.set_generation(generation);
       exited.set_local_rank(local);
-      exited.set_start_error("the job id is not valid");
+      exited.set_start_error(refused);
       AgentEffects report = WorkerExited(std::move(exited));
       for (auto& message : report.send) effects.send.push_back(message);
     }

@@ -314,6 +314,10 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "lost) within --cordon_window after which it gets no ranks "
                  "until `trl-coord uncordon HOST` (default 3; 0: never)")
       ->check(CLI::Range(0, 1000000));
+  app.add_option(FlagNames("max_spares"), o.max_spares,
+                 "Spares the coordinator takes at most (default: as many as "
+                 "machines); more are refused")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option(FlagNames("cordon_window"), o.cordon_window_s,
                  "Seconds over which --cordon_after counts (default 600)")
       ->check(CLI::Range(0.001, 31536000.0));

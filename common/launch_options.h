@@ -76,6 +76,7 @@ struct LaunchOptions {
   bool spare = false;
   int cordon_after = 3;
   double cordon_window_s = 600;
+  int max_spares = 0;  // 0: as many as machines
   // How long an agent that lost the coordinator it was registered with
   // waits for it to come back (resume the job) before it exits: no agent
   // outlives its coordinator by more.

@@ -326,6 +326,7 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   options.rescale_on_join = o.rescale_on_join;
   options.cordon_after = o.cordon_after;
   options.cordon_window = Millis(o.cordon_window_s);
+  options.max_spares = o.max_spares;
   options.tick_interval = Millis(o.monitor_interval_s);
   // GPU jobs get a fresh NCCL unique id per generation, from a helper
   // process beside this binary (built when NCCL was found).

@@ -56,7 +56,8 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
                           static_cast<int64_t>(options_.stop_grace_s * 1000)),
                       options_.tick_interval, options_.config.min_machines,
                       options_.elastic_wait, options_.rescale_on_join,
-                      options_.cordon_after, options_.cordon_window},
+                      options_.cordon_after, options_.cordon_window,
+                      options_.max_spares},
           clock_()),
       events_(JobEventLog::PathFor(options_.state_file),
               options_.resume.has_value()) {
@@ -159,8 +160,9 @@ void CoordinatorCore::OnMessage(AgentLink* link,
   links_.insert(link);
   if (message.has_registration()) {
     HandleRegistration(link, message.registration());
-    if (auto it = registered_.find(link);
-        it != registered_.end() && on_registered_) {
+    if (auto it = registered_.find(link); it != registered_.end() &&
+                                          it->second.machine_rank >= 0 &&
+                                          on_registered_) {
       on_registered_(it->second.machine_rank, link);
     }
     return;
@@ -219,7 +221,11 @@ void CoordinatorCore::OnMessage(AgentLink* link,
                         ? machine_.spares().at(m).info.hostname
                         : std::string("?"),
                     Bounded(stopping.reason(), kReasonBytes));
-        break;
+        // It leaves at once: its stream ends, and the agent with it.
+        Unregister(found);
+        link->Close();
+        Execute(machine_.AgentDisconnected(m, now));
+        return;
       }
       const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
       if (stopping.signal() > 0) {
@@ -328,7 +334,11 @@ void CoordinatorCore::Execute(const Decision& decision) {
       TellOfEnd(link, *decision.finished);
       if (auto it = registered_.find(link); it != registered_.end()) {
         told_of_end_[link] = it->second.machine_rank;
-        awaiting_farewell_[it->second.machine_rank] = TimePoint::max();
+        // A spare held nothing: its stream ends when it says it heard, and
+        // nobody waits for a spare cut off now.
+        if (it->second.machine_rank >= 0) {
+          awaiting_farewell_[it->second.machine_rank] = TimePoint::max();
+        }
         Unregister(it);  // nothing more is sent on it (no heartbeat acks)
       } else {
         link->Close();

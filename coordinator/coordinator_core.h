@@ -68,6 +68,7 @@ struct CoordinatorOptions {
   // Cordoning: see JobSettings.
   int cordon_after = 3;
   std::chrono::milliseconds cordon_window{600000};
+  int max_spares = 0;
   // How often the caller promises to Tick (zero: no promise).
   std::chrono::milliseconds tick_interval{0};
   // Where the job's state is kept for a restarted coordinator; empty: not
@@ -211,8 +212,15 @@ class CoordinatorCore {
     std::string master_addr;
     absl::StatusOr<RendezvousData> rendezvous;
     absl::Status kept;  // the state file saying it may have run
+    // Where each machine's agent was when the record was made: a spare
+    // that took a place meanwhile is not in the kept record (a restarted
+    // coordinator would trust the wrong host), so the start is prepared
+    // again.
+    std::map<int, HostIdentity> hosts;
   };
   void StartPreparedGeneration(const PreparedGeneration& prepared);
+  // Whether every machine's agent is where `hosts` says.
+  bool SameHosts(const std::map<int, HostIdentity>& hosts) const;
   // The job's record (state_file) saying `generation` may have run.
   JobRecord RecordOf(int64_t generation) const;
   // Writes `record` off the owner's thread (in order with every other

@@ -29,7 +29,10 @@ void CoordinatorCore::StartGeneration() {
   prepared->generation = machine_.generation() + 1;
   prepared->master_addr = machine_.NextMasterAddr();
   std::optional<JobRecord> record;
-  if (!options_.state_file.empty()) record = RecordOf(prepared->generation);
+  if (!options_.state_file.empty()) {
+    record = RecordOf(prepared->generation);
+    prepared->hosts = record->hosts;
+  }
   OffloadWork(
       [prepared, record = std::move(record), rendezvous = rendezvous_,
        path = options_.state_file] {
@@ -53,7 +56,8 @@ void CoordinatorCore::StartPreparedGeneration(
   // generation does not start, and the next tick prepares again.
   if (!machine_.ReadyToStart(now) ||
       machine_.generation() + 1 != prepared.generation ||
-      machine_.NextMasterAddr() != prepared.master_addr) {
+      machine_.NextMasterAddr() != prepared.master_addr ||
+      (!options_.state_file.empty() && !SameHosts(prepared.hosts))) {
     Execute(machine_.Tick(now));
     return;
   }
@@ -142,6 +146,19 @@ void CoordinatorCore::StartPreparedGeneration(
       link->Send(message);
     }
   }
+}
+
+bool CoordinatorCore::SameHosts(
+    const std::map<int, HostIdentity>& hosts) const {
+  if (hosts.size() != machine_.nodes().size()) return false;
+  for (const auto& [m, node] : machine_.nodes()) {
+    auto kept = hosts.find(m);
+    if (kept == hosts.end() || kept->second.hostname != node.info.hostname ||
+        kept->second.host_id != node.info.host_id) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace trl

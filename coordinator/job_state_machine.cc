@@ -121,9 +121,13 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
     // before it registered (agent/stale_workers.h). An agent on another
     // host only once the old one's workers have surely stopped (I1: one
     // generation of a rank at a time), even if it is frozen or cut off.
-    if (!existing->second.info.host().SameHostAs(agent.host())) {
-      node.old_agent_may_run_until = existing->second.old_agent_may_run_until;
-    }
+    // What agents on other hosts (an earlier holder the last one took
+    // over from) may still run is waited for either way.
+    const NodeRecord& before = existing->second;
+    node.others_may_run_until = before.SameHostAs(agent)
+                                    ? before.others_may_run_until
+                                    : before.old_agent_may_run_until;
+    node.old_agent_may_run_until = node.others_may_run_until;
   } else if (resumed_) {
     // The old coordinator's agent of this machine heard from it last
     // before we started: its lease ends before then + lease.
@@ -133,6 +137,7 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
       node.old_agent_may_run_until = created_at_ + agent.lease +
                                      settings_.stop_grace +
                                      std::chrono::seconds(2);
+      node.others_may_run_until = node.old_agent_may_run_until;
     }
   }
   node.by_heartbeat = by_heartbeat_.insert(by_heartbeat_.end(), m);

@@ -128,6 +128,10 @@ struct NodeRecord {
   // old agent (its lease, then the stop grace): another agent that
   // registers for it gets its ranks only after this.
   TimePoint old_agent_may_run_until;
+  // The part of it that agents on hosts other than this one's agent's may
+  // run until (those it took over from): an agent of this host that
+  // registers again still waits for it.
+  TimePoint others_may_run_until;
   TimePoint last_heartbeat;
   // Its agent has said the command runs there (or does not check).
   bool command_checked = true;
@@ -137,6 +141,9 @@ struct NodeRecord {
   int group_rank = -1;
   // Its place in the machines ordered by last heartbeat, while connected.
   std::list<int>::iterator by_heartbeat;
+  bool SameHostAs(const AgentInfo& agent) const {
+    return info.host().SameHostAs(agent.host());
+  }
   // Its agent is a spare that took the machine's place: the machine's own
   // agent, when it comes back, becomes a spare instead of a duplicate.
   bool from_spare = false;
@@ -268,6 +275,9 @@ struct JobSettings {
   // 0: never.
   int cordon_after = 3;
   std::chrono::milliseconds cordon_window{600000};
+  // At most this many spares (0: as many as machines).
+  int max_spares = 0;
+  int MaxSpares() const { return max_spares > 0 ? max_spares : num_machines; }
   int MinMachines() const {
     return min_machines > 0 ? std::min(min_machines, num_machines)
                             : num_machines;
@@ -411,7 +421,8 @@ class JobStateMachine {
   Decision MaybeRescale(TimePoint now);
   // Spares and cordons (job_state_machine_spares.cc).
   absl::Status CheckAgent(const AgentInfo& agent) const;
-  int AdmitSpare(AgentInfo agent, TimePoint now);
+  absl::StatusOr<int> AdmitSpare(AgentInfo agent, TimePoint now);
+  int AddSpare(AgentInfo agent, TimePoint now);  // without the cap
   bool Cordoned(const NodeRecord& node) const {
     return cordoned_.count(node.info.hostname) > 0;
   }

@@ -2,6 +2,8 @@
 // machine (and the report its agent may still bring), a command that cannot
 // run, a stop request, a failure; and what comes after once no rank of it
 // lives: the next generation (after the backoff) or the job's end.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "coordinator/job_state_machine.h"
 
@@ -78,9 +80,10 @@ int JobStateMachine::MarkLost(int machine_rank, const std::string& why,
   // (An elastic job's machine outside the generation ran none of its
   // workers: nothing to wait for.)
   if (!settings_.Elastic() || it->second.group_rank >= 0) {
-    it->second.old_agent_may_run_until = now + it->second.info.lease +
-                                         settings_.stop_grace +
-                                         std::chrono::seconds(2);
+    it->second.old_agent_may_run_until =
+        std::max(it->second.old_agent_may_run_until,
+                 now + it->second.info.lease + settings_.stop_grace +
+                     std::chrono::seconds(2));
   }
   if (IsFinished(phase_)) return 0;
   // A machine's ranks are contiguous from its rank offset.

@@ -5,6 +5,8 @@
 // that fails cordon_after times within cordon_window is cordoned: none of
 // its agents is given ranks (a spare takes its place, or an elastic job
 // runs smaller) until an operator clears it.
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -57,10 +59,10 @@ absl::StatusOr<int> JobStateMachine::Admit(const AgentInfo& agent,
     // A spare that stood for a machine before its connection was lost
     // takes it back if it is still vacant, or not registered yet (a
     // restarted coordinator).
-    const bool vacant =
-        existing != nodes_.end()
-            ? !taken && vacant_.count(m) && !awaiting_reports_.count(m)
-            : in_range;
+    // (An awaited machine too: the stand-in that ran it brings the report.)
+    const bool vacant = existing != nodes_.end()
+                            ? !taken && vacant_.count(m) > 0
+                            : in_range && phase_ == JobPhase::kWaitingForAgents;
     if (vacant) {
       AgentInfo machine = agent;
       machine.spare = false;
@@ -79,11 +81,24 @@ absl::StatusOr<int> JobStateMachine::Admit(const AgentInfo& agent,
   return m;
 }
 
-int JobStateMachine::AdmitSpare(AgentInfo agent, TimePoint now) {
+absl::StatusOr<int> JobStateMachine::AdmitSpare(AgentInfo agent,
+                                                TimePoint now) {
+  // Each spare costs a little on every tick and in every status: a token
+  // holder may not register them without end.
+  if (static_cast<int>(spares_.size()) >= settings_.MaxSpares()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this job takes at most ", settings_.MaxSpares(),
+                     " spares (--max_spares), and has as many"));
+  }
+  return AddSpare(std::move(agent), now);
+}
+
+int JobStateMachine::AddSpare(AgentInfo agent, TimePoint now) {
   const int key = next_spare_key_--;
   agent.spare = true;
   agent.machine_rank = -1;
   agent.reported_exits.clear();
+  agent.config_fingerprint.clear();  // checked; nothing of it is kept
   SpareRecord spare;
   spare.command_checked = !agent.checks_command;
   spare.info = std::move(agent);
@@ -134,12 +149,13 @@ void JobStateMachine::NoteHostFailure(const FailureRecord& failure,
 
 void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
   if (spares_.empty() || IsFinished(phase_)) return;
+  // The ready spare that registered first (keys count down from -1).
   auto next_ready_spare = [&]() {
-    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+    for (auto it = spares_.rbegin(); it != spares_.rend(); ++it) {
       const SpareRecord& spare = it->second;
       if (spare.command_checked && spare.unusable.empty() &&
           !cordoned_.count(spare.info.hostname)) {
-        return it;
+        return std::prev(it.base());
       }
     }
     return spares_.end();
@@ -155,12 +171,13 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
     info.reported_exits.clear();
     node.info = std::move(info);
     node.connected = true;
-    node.lost_reason.clear();
     node.last_heartbeat = spare->second.last_heartbeat;
     node.command_checked = spare->second.command_checked;
     node.from_spare = true;
     // Its ranks are handed over only once the lost agent's lease and stop
-    // grace are over (I1): old_agent_may_run_until stays as it was.
+    // grace are over (I1): old_agent_may_run_until stays as it was, and
+    // all of it is other hosts' (should this agent register again).
+    node.others_may_run_until = node.old_agent_may_run_until;
     spares_.erase(spare);
     auto before = std::find_if(
         by_heartbeat_.begin(), by_heartbeat_.end(), [&](int other) {
@@ -183,6 +200,28 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
     const std::string why = nodes_.at(m).lost_reason;
     take_place(spare, m, why);
   }
+  // A machine that has not registered (a node that did not come up, or one
+  // lost while a restarted coordinator was away) once any earlier agent of
+  // it has surely stopped: the job does not wait for the registration
+  // timeout with a spare at hand.
+  if (phase_ == JobPhase::kWaitingForAgents &&
+      static_cast<int>(nodes_.size()) < settings_.num_machines) {
+    for (int m = 0; m < settings_.num_machines; ++m) {
+      if (nodes_.count(m)) continue;
+      auto spare = next_ready_spare();
+      if (spare == spares_.end()) break;
+      const TimePoint old_may_run_until =
+          created_at_ + spare->second.info.lease + settings_.stop_grace +
+          std::chrono::seconds(2);
+      if (now < old_may_run_until) break;
+      NodeRecord& node = nodes_[m];
+      node.info = spare->second.info;  // take_place moves it in
+      node.connected = false;
+      node.old_agent_may_run_until = old_may_run_until;
+      node.lost_reason = "has not registered";
+      take_place(spare, m, node.lost_reason);
+    }
+  }
   // A cordoned machine's agent gives its place to a spare and becomes one,
   // while none of its ranks lives.
   if (cordoned_.empty() || (phase_ != JobPhase::kRestarting &&
@@ -204,7 +243,7 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
     --connected_nodes_;
     node.connected = false;
     joiners_.erase(m);
-    const int demoted_key = AdmitSpare(demoted, now);
+    const int demoted_key = AddSpare(demoted, now);
     spares_.at(demoted_key).last_heartbeat = heard;
     spares_.at(demoted_key).command_checked = checked;
     take_place(spare, m, why);

@@ -82,6 +82,30 @@ TEST_F(SparesTest, ASpareTakesTheRanksOfAMachineWhoseAgentWasKilled) {
       << coord->Stdout();
 }
 
+TEST_F(SparesTest, ASpareSentSigtermLeavesAndTheJobGoesOn) {
+  const std::vector<std::string> flags = {"--heartbeat_interval", "0.2"};
+  auto spare = StartSpare(1, 1, flags);
+  auto coord = StartCoordinator(1, 1, Worker({"--sleep", "30"}), flags);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Ps().find("spares: 1 (") != std::string::npos; },
+                seconds(20)))
+      << Ps() << coord->Output();
+  spare->Signal(SIGTERM);
+  EXPECT_EQ(spare->Wait(seconds(10)), 128 + SIGTERM) << spare->Output();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const std::string ps = Ps();
+        return ps.find("JOB ") != std::string::npos &&
+               ps.find("spares:") == std::string::npos;
+      },
+      seconds(10)))
+      << Ps();
+  EXPECT_NE(Ps().find("state running"), std::string::npos) << Ps();
+  RememberWorkerPids(coord->Stdout());
+  coord->Signal(SIGTERM);
+  EXPECT_EQ(coord->Wait(seconds(30)), 128 + SIGTERM) << coord->Output();
+}
+
 TEST_F(SparesTest, ASpareRefusesAMachineRankAndTheCoordinatorRefusesSpare) {
   Subprocess both({TRL_AGENT_BIN, "--spare", "--machine_rank", "1",
                    "--num_machines", "2", "--num_processes", "2",

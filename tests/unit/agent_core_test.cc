@@ -435,11 +435,23 @@ TEST(AgentCoreRoleTest, AMachineWhosePlaceWasTakenRegistersAsASpareFromThenOn) {
   ASSERT_TRUE(effects.role_changed.has_value());
   EXPECT_NE(effects.role_changed->find("registered as a spare"),
             std::string::npos);
-  EXPECT_FALSE(effects.sweep_stale);
+  EXPECT_FALSE(effects.sweep_stale);  // a stand-in here may hold machine 1
   core.StreamEnded();
   hello = core.StartSession(registration, Time() + milliseconds(10));
   EXPECT_TRUE(hello.registration().spare());
   EXPECT_EQ(hello.registration().machine_rank(), -1);
+}
+
+TEST_F(AgentCoreTest, AnAgentAskedToStopStartsNothingMoreAndReportsEachRank) {
+  Start();
+  Reply(true);
+  core_.StopRequested(StopSignal{SIGTERM});
+  const AgentEffects effects = Assign(0);
+  EXPECT_FALSE(effects.start_workers.has_value());
+  ASSERT_EQ(effects.send.size(), 2u);
+  for (const auto& message : effects.send) {
+    EXPECT_EQ(message.worker_exited().start_error(), "the agent is stopping");
+  }
 }
 
 }  // namespace

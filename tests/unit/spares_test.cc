@@ -201,6 +201,100 @@ TEST_F(SparesTest, APromotedSpareTakesItsMachineAtARestartedCoordinator) {
   EXPECT_LT(Admit(job, Spare("t")), 0);
 }
 
+TEST_F(SparesTest, AStandInThatReconnectsStillWaitsForTheLostAgent) {
+  // I1: machine 1's agent on b is cut off (its workers may run for its
+  // lease and stop grace); the spare on s takes its place, loses its own
+  // connection and comes back. Being back on its own host does not lift
+  // the wait for b's workers.
+  int spare_key = 0;
+  JobStateMachine job = RunningWithSpare(Settings(), &spare_key);
+  job.AgentDisconnected(1, now_);
+  job.Tick(now_);
+  StopAll(job, 0);
+  Pass(job, seconds(3));
+  job.AgentDisconnected(1, now_);
+  AgentInfo back = Spare("s");
+  back.machine_rank = 1;
+  EXPECT_EQ(Admit(job, back), 1);
+  Pass(job, seconds(1));
+  EXPECT_FALSE(job.Tick(now_).start_generation);  // 4 s after the loss
+  Pass(job, seconds(8));  // 12 s: b's lease 4 + grace 5 + 2 are over
+  EXPECT_TRUE(job.Tick(now_).start_generation);
+}
+
+TEST_F(SparesTest, AStandInBringsTheReportOfTheGenerationItRan) {
+  // The spare on s ran machine 1's ranks; every other rank exits 0, then
+  // its connection drops. Back (as the spare that stood for machine 1),
+  // it says its ranks exited 0: the job succeeded.
+  int spare_key = 0;
+  JobStateMachine job = RunningWithSpare(Settings(), &spare_key);
+  job.AgentDisconnected(1, now_);
+  job.Tick(now_);
+  StopAll(job, 0);
+  Pass(job, seconds(12));
+  const GenerationStart next = Start(job);
+  WorkerExit ok;
+  for (const auto& rank : job.ranks()) {
+    if (rank.machine_rank != 1) {
+      job.WorkerExited(rank.machine_rank, next.generation, rank.local_rank, ok,
+                       now_);
+    }
+  }
+  job.AgentDisconnected(1, now_);
+  EXPECT_EQ(job.phase(), JobPhase::kRunning);  // awaiting its report
+  AgentInfo back = Spare("s");
+  back.machine_rank = 1;
+  back.report_generation = next.generation;
+  back.reported_exits[0] = ok;
+  back.reported_exits[1] = ok;
+  EXPECT_EQ(Admit(job, back), 1);
+  const Decision end = job.Tick(now_);
+  ASSERT_TRUE(end.finished.has_value());
+  EXPECT_EQ(end.finished->phase, JobPhase::kSucceeded);
+}
+
+TEST_F(SparesTest, ASpareTakesAMachineThatNeverRegistered) {
+  // Machine 2's node did not come up: once any earlier agent of it has
+  // surely stopped (lease 4 s + grace 5 s + 2 s), the spare takes it.
+  JobStateMachine job(Settings(), now_);
+  Admit(job, Agent(0, "a"));
+  Admit(job, Agent(1, "b"));
+  const int key = Admit(job, Spare("s"));
+  Pass(job, seconds(10));
+  EXPECT_TRUE(job.Tick(now_).handovers.empty());
+  Pass(job, seconds(2));
+  const Decision tick = job.Tick(now_);
+  ASSERT_EQ(tick.handovers.size(), 1u);
+  EXPECT_EQ(tick.handovers[0].from, key);
+  EXPECT_EQ(tick.handovers[0].to, 2);
+  const GenerationStart start = Start(job);
+  EXPECT_EQ(start.world_size, 6);
+  // Machine 2's own agent, late, is a spare.
+  EXPECT_LT(Admit(job, Agent(2, "c")), 0);
+}
+
+TEST_F(SparesTest, SparesAreBoundedAndTakenInTheOrderTheyCame) {
+  JobSettings settings = Settings();
+  settings.max_spares = 2;
+  JobStateMachine job(settings, now_);
+  const int first = Admit(job, Spare("s1"));
+  Admit(job, Spare("s2"));
+  const absl::StatusOr<int> third = job.Admit(Spare("s3"), now_);
+  ASSERT_FALSE(third.ok());
+  EXPECT_NE(third.status().message().find("at most 2 spares (--max_spares)"),
+            std::string::npos)
+      << third.status();
+  Admit(job, Agent(0, "a"));
+  Admit(job, Agent(1, "b"));
+  Admit(job, Agent(2, "c"));
+  Start(job);
+  job.AgentDisconnected(0, now_);
+  const Decision tick = job.Tick(now_);
+  ASSERT_EQ(tick.handovers.size(), 1u);
+  EXPECT_EQ(tick.handovers[0].from, first);
+  EXPECT_EQ(job.nodes().at(0).info.hostname, "s1");
+}
+
 TEST_F(SparesTest, WithoutASpareAFixedSizeJobWaitsForTheMachine) {
   JobStateMachine job(Settings(), now_);
   Admit(job, Agent(0, "a"));
