@@ -11,6 +11,10 @@
 #     loss and as machine 1 after it.
 #   return: no spare; node02 comes back (a new agent, --machine_rank 1) at
 #     once after the loss, as a rebooted machine would.
+#   shrink: no spare, --num_machines 2:3: the job goes on on machines 0
+#     and 2 (4 ranks); only the ddp job runs (the demo's effective batch,
+#     and so its weights, follow the world size), and its weights must
+#     still be bit-identical to the uninterrupted run's.
 #
 # Two jobs run this way, one after the other:
 #   demo: the project's trl-demo-train (6 ranks x 4 per device), checkpoint
@@ -25,7 +29,7 @@
 # Both must end with exit 0 from trl-coord and every agent still alive, and
 # nothing may be left on any host.
 #
-# Usage: spare_replaces_lost.sh BUILD_DIR [spare|return]
+# Usage: spare_replaces_lost.sh BUILD_DIR [spare|return|shrink]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: $0 BUILD_DIR [spare|return]}" && pwd)
@@ -41,8 +45,8 @@ case "$mode" in
   spare)
     "$build/agent/trl-agent" --help 2>&1 | grep -q -- "--spare" ||
       skip_or_fail "trl-agent has no --spare yet (issue 14: hot spares)" ;;
-  return) ;;
-  *) echo "usage: $0 BUILD_DIR [spare|return]"; exit 2 ;;
+  return|shrink) ;;
+  *) echo "usage: $0 BUILD_DIR [spare|return|shrink]"; exit 2 ;;
 esac
 
 work=$(mktemp -d)
@@ -50,8 +54,10 @@ cleanup() { testhosts_destroy; rm -rf "$work"; }
 trap cleanup EXIT
 if [ "$mode" = spare ]; then
   testhosts_create "trlsp$(( $$ % 10000 ))x" 4
-else
+elif [ "$mode" = return ]; then
   testhosts_create "trlsr$(( $$ % 10000 ))x" 3
+else
+  testhosts_create "trlsh$(( $$ % 10000 ))x" 3
 fi
 
 fail=0
@@ -111,7 +117,7 @@ lose_node02() {
     testhosts_exec 2 "$build/agent/trl-agent" --machine_rank 1 "$@" \
       >"$work/$name.m1b.out" 2>"$work/$name.m1b.err" &
     back=$!
-  else
+  elif [ "$mode" = spare ]; then
     if wait_for 30 machine_on 1 "${TESTHOST_NAME[4]}"; then
       echo "$name: ps --json shows machine 1 on ${TESTHOST_NAME[4]} $(echo "$(date +%s.%N) - $killed_at" | bc) s after the kill"
     else
@@ -127,7 +133,9 @@ lose_node02() {
 run_job() {
   local name=$1 port=$2 progress=$3; shift 3
   coord_addr="${TESTHOST_ADDR[1]}:$port"
-  local flags=(--num_machines 3 --num_processes 6 --main_process_ip "${TESTHOST_ADDR[1]}"
+  local machines=3
+  [ "$mode" = shrink ] && machines=2:3
+  local flags=(--num_machines "$machines" --num_processes 6 --main_process_ip "${TESTHOST_ADDR[1]}"
                --main_process_port "$port" --use_cpu --max_restarts 3 --python "$python"
                --heartbeat_interval 0.5 --heartbeat_misses 3 --lease 2 --stop_grace 2
                --rejoin_timeout 60)
@@ -143,7 +151,9 @@ run_job() {
       >"$work/$name.spare.out" 2>"$work/$name.spare.err" &
     spare=$!
   fi
-  testhosts_exec 1 "$build/coordinator/trl-coord" start "${flags[@]}" \
+  local extra=()
+  [ "$mode" = shrink ] && extra=(--elastic_wait 30)
+  testhosts_exec 1 "$build/coordinator/trl-coord" start "${flags[@]}" "${extra[@]}" \
     --state_file "$work/$name.state" "$@" >"$work/$name.out" 2>"$work/$name.err" &
   local coord=$!
 
@@ -175,6 +185,7 @@ run_job() {
 new_m1() { if [ "$mode" = spare ]; then echo "$work/$1.spare.out"; else echo "$work/$1.m1b.out"; fi; }
 
 # --- demo: trl-demo-train ---
+if [ "$mode" != shrink ]; then
 demo_args=(--per_device_train_batch_size 4 --max_steps "$demo_steps" --save_steps 20
            --logging_steps 50)
 run_job demo-ref 29600 none "$build/worker/trl-demo-train" "${demo_args[@]}" \
@@ -199,6 +210,7 @@ if [ ! -s "$work/demo-ref-dir/final_weights.txt" ] ||
 else
   echo "demo: final weights bit-identical to the uninterrupted run's"
 fi
+fi
 
 # --- ddp: ddp_resume.py ---
 ddp_progress() { ls "$work/ddp-ckpt" 2>/dev/null | grep -q "step-0*$ddp_kill_at.pt"; }
@@ -212,12 +224,24 @@ if [ "$(cat "$work/ddp.result" 2>/dev/null)" != "$(cat "$work/ddp-ref.result")" 
 fi
 last_gen=$(echo "$ddp_lines" | awk '{print $4}' | sort -n | tail -1)
 [ -n "$last_gen" ] && [ "$last_gen" -ge 1 ] || { echo "FAIL: ddp: no generation after the loss"; fail=1; }
-# Every rank of the last generation resumed past the kill point, 6 ranks.
+# Every rank of the last generation resumed past the kill point: 6 ranks
+# (4 on machines 0 and 2 when shrunk).
+world=6
+[ "$mode" = shrink ] && world=4
 last_lines=$(echo "$ddp_lines" | awk -v g="$last_gen" '$4 == g')
-[ "$(echo "$last_lines" | awk '{print $6}' | sort -u | tr '\n' ' ')" = "0/6 1/6 2/6 3/6 4/6 5/6 " ] ||
-  { echo "FAIL: ddp: generation $last_gen did not run ranks 0..5 of 6"; fail=1; }
+[ "$(echo "$last_lines" | awk '{print $6}' | sort -u | tr '\n' ' ')" = "$(seq -s ' ' -f "%g/$world" 0 $((world - 1))) " ] ||
+  { echo "FAIL: ddp: generation $last_gen did not run ranks 0..$((world - 1)) of $world"; fail=1; }
 echo "$last_lines" | awk -v k="$ddp_kill_at" '$NF < k {bad=1} END {exit bad}' ||
   { echo "FAIL: ddp: generation $last_gen resumed before the checkpoint at step $ddp_kill_at"; fail=1; }
+if [ "$mode" = shrink ]; then
+  # Ranks 2, 3 of the shrunk generation are machine 2's, on node03.
+  for r in 2 3; do
+    grep -q "ddp_resume start gen $last_gen rank $r/4 machine 2 host ${TESTHOST_NAME[3]} " "$work/ddp.m2.out" ||
+      { echo "FAIL: ddp: rank $r of generation $last_gen did not run as machine 2 on ${TESTHOST_NAME[3]}"; fail=1; }
+  done
+  [ $fail = 0 ] && echo "PASS (shrink): node02 lost mid-training -> 2 of 2:3 machines; ddp_resume ends with the uninterrupted run's weights"
+  exit $fail
+fi
 # Machine 1's ranks (2, 3) of the last generation ran on the new machine 1.
 m1_host=$([ "$mode" = spare ] && echo "${TESTHOST_NAME[4]}" || echo "${TESTHOST_NAME[2]}")
 for r in 2 3; do
