@@ -36,6 +36,7 @@ AgentCoreSettings CoreSettings(const AgentOptions& options) {
   settings.heartbeat_interval = options.heartbeat_interval;
   settings.lease = options.lease;
   settings.udp_heartbeats = options.udp_heartbeats;
+  settings.spare = options.spare;
   settings.connect_timeout = options.connect_timeout;
   settings.reconnect_timeout = options.reconnect_timeout;
   return settings;
@@ -156,7 +157,11 @@ int Agent::Run() {
   // ancestors anyone may traverse (a private $TMPDIR may not be).
   std::string scratch_template =
       ((options_.worker_user ? fs::path("/tmp") : fs::temp_directory_path()) /
-       absl::StrCat("trl-launch-m", options_.config.machine_rank, "-XXXXXX"))
+       absl::StrCat("trl-launch-",
+                    options_.spare
+                        ? std::string("spare")
+                        : absl::StrCat("m", options_.config.machine_rank),
+                    "-XXXXXX"))
           .string();
   std::string scratch_dir;
   if (mkdtemp(scratch_template.data()) != nullptr) {

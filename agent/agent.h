@@ -33,8 +33,11 @@ namespace trl {
 class AgentSession;
 
 struct AgentOptions {
-  // This machine's config; its machine_rank is the agent's.
+  // This machine's config; its machine_rank is the agent's, unless it is
+  // a spare.
   AccelerateConfig config;
+  // A hot spare (--spare): it registers without a machine rank.
+  bool spare = false;
   std::string coordinator_host;
   int coordinator_port = 0;
   std::string advertise_addr;  // empty: the route's local address

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/private_files.h"
 
 namespace trl {
@@ -48,6 +49,16 @@ AgentEffects AgentCore::StopRequested(const StopSignal& signal) {
 pb::AgentMessage AgentCore::StartSession(
     const pb::AgentRegistration& registration, Time now) {
   registration_ = registration;
+  if (!had_session_) {
+    spare_ = settings_.spare;
+    may_be_spare_ = settings_.spare;
+    machine_rank_ = spare_ ? -1 : registration.machine_rank();
+  }
+  // An agent that is or was a spare registers as one, with the machine it
+  // stands for (it takes that back if it is still vacant, and waits as a
+  // spare if not); a machine's own agent with its rank.
+  registration_.set_spare(may_be_spare_);
+  registration_.set_machine_rank(machine_rank_);
   last_heard_ = now;
   expired_looking_since_.reset();
   lease_expired_ = false;
@@ -60,7 +71,7 @@ pb::AgentMessage AgentCore::StartSession(
   ended_ = false;
   had_session_ = true;
   pb::AgentMessage hello;
-  *hello.mutable_registration() = registration;
+  *hello.mutable_registration() = registration_;
   // The coordinator may never have heard of what the last generation's
   // workers did on their own before the last connection was lost.
   hello.mutable_registration()->clear_last_generation_exits();
@@ -81,6 +92,8 @@ AgentEffects AgentCore::Received(const pb::CoordinatorMessage& message,
       return Registered(message.registration_reply());
     case pb::CoordinatorMessage::kAssignment:
       return Assigned(message.assignment());
+    case pb::CoordinatorMessage::kRoleChange:
+      return RoleChanged(message.role_change());
     case pb::CoordinatorMessage::kStop: {
       const auto& stop = message.stop();
       // Fencing: only the generation these workers run.
@@ -121,13 +134,43 @@ AgentEffects AgentCore::Registered(const pb::RegistrationReply& reply) {
   // agent on the same host at once, trusting this. (Before acceptance it
   // would kill a healthy agent's workers when a second agent is started by
   // mistake.)
-  effects.sweep_stale = true;
+  if (reply.spare()) {
+    if (!spare_) {
+      effects.role_changed = absl::StrCat(
+          "registered as a spare: machine ", machine_rank_,
+          "'s place was taken by a spare while this agent was away");
+    }
+    spare_ = true;
+    may_be_spare_ = true;
+    machine_rank_ = -1;
+  } else if (spare_) {
+    spare_ = false;
+    machine_rank_ = reply.machine_rank();
+    effects.role_changed = absl::StrCat("registered as machine ", machine_rank_,
+                                        ", whose place this spare had taken");
+  }
+  effects.machine_rank = machine_rank_;
+  // A spare has no machine whose leftovers it could end.
+  effects.sweep_stale = !spare_;
   if (reply.heartbeat_udp_port() > 0 && settings_.udp_heartbeats) {
     effects.open_datagrams = AgentEffects::Datagrams{reply.heartbeat_udp_port(),
                                                      reply.heartbeat_session(),
                                                      reply.heartbeat_key()};
   }
   effects.check_command = registration_.checks_command();
+  return effects;
+}
+
+AgentEffects AgentCore::RoleChanged(const pb::RoleChange& change) {
+  AgentEffects effects;
+  spare_ = change.spare();
+  may_be_spare_ = may_be_spare_ || spare_;
+  machine_rank_ = spare_ ? -1 : change.machine_rank();
+  effects.machine_rank = machine_rank_;
+  effects.role_changed =
+      spare_ ? absl::StrCat("this agent is a spare now: ", change.reason())
+             : absl::StrCat("this spare stands for machine ", machine_rank_,
+                            " now: ", change.reason());
   return effects;
 }
 

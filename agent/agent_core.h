@@ -41,6 +41,8 @@ struct AgentCoreSettings {
   // the coordinator's last words unread).
   std::chrono::milliseconds lease_grace{200};
   bool udp_heartbeats = true;
+  // A hot spare (trl-agent --spare) starts without a machine rank.
+  bool spare = false;
   std::chrono::milliseconds connect_timeout{900000};
   std::chrono::milliseconds reconnect_timeout{120000};
 };
@@ -125,10 +127,19 @@ class AgentCore {
   // The last generation's own exits (what the next registration carries).
   std::vector<trl::launch::v1::WorkerExited> OwnExitsOfLastGeneration() const;
   int64_t running_generation() const { return running_generation_; }
+  // What the agent stands for now: a spare, or a machine. A spare takes a
+  // machine's rank when the coordinator hands it over (RoleChange), and a
+  // machine's agent may become a spare (its place taken while it was away,
+  // or its host cordoned); the next registration says what it is.
+  bool spare() const { return spare_; }
+  // -1 before the first registration of a machine's agent (its own
+  // --machine_rank then), and for a spare.
+  int machine_rank() const { return machine_rank_; }
 
  private:
   AgentEffects Assigned(const trl::launch::v1::Assignment& assignment);
   AgentEffects Registered(const trl::launch::v1::RegistrationReply& reply);
+  AgentEffects RoleChanged(const trl::launch::v1::RoleChange& change);
 
   const AgentCoreSettings settings_;
   // The agent's life.
@@ -137,6 +148,9 @@ class AgentCore {
   bool had_session_ = false;
   int64_t report_generation_ = -1;
   std::map<int, trl::launch::v1::WorkerExited> own_exits_;
+  bool spare_ = false;
+  bool may_be_spare_ = false;  // started as one, or became one
+  int machine_rank_ = -1;
   // The session's.
   trl::launch::v1::AgentRegistration registration_;
   Time last_heard_{};

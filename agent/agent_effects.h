@@ -24,6 +24,12 @@ struct AgentEffects {
   // End whatever an earlier agent of this machine left on this host
   // (killed, frozen), before anything else is read.
   bool sweep_stale = false;
+  // The machine the agent stands for, for sweep_stale and open_datagrams
+  // (-1: a spare).
+  int machine_rank = -1;
+  // The agent stands for another machine now, or is a spare (a line for
+  // the log).
+  std::optional<std::string> role_changed;
   // Send heartbeats as datagrams to this port, with this session and key.
   struct Datagrams {
     int port = 0;

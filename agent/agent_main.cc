@@ -50,6 +50,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const auto& note : notes) log->info("{}", note);
+  if (options.spare && options.machine_rank_flag != nullptr &&
+      options.machine_rank_flag->count() > 0) {
+    std::fprintf(stderr,
+                 "trl-agent: error: --spare and --machine_rank %d: a spare "
+                 "has no machine rank until it takes a lost machine's place; "
+                 "give one or the other\n",
+                 options.machine_rank);
+    return 2;
+  }
   std::optional<trl::WorkerUser> worker_user;
   if (!options.worker_user.empty()) {
     auto user = trl::ResolveWorkerUser(options.worker_user);

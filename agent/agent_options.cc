@@ -18,6 +18,7 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
                                    const std::string& coordinator_host) {
   AgentOptions options;
   options.config = config;
+  options.spare = flags.spare;
   options.coordinator_host = coordinator_host;
   options.coordinator_port = config.main_process_port;
   options.advertise_addr = flags.advertise_addr;

@@ -54,7 +54,8 @@ bool AgentSession::Write(const pb::AgentMessage& message) {
 
 void AgentSession::Apply(const AgentEffects& effects,
                          const pb::RegistrationReply* reply) {
-  const int machine_rank = options_.config.machine_rank;
+  const int machine_rank = effects.machine_rank;
+  if (effects.role_changed) Log()->warn("{}", *effects.role_changed);
   if (effects.sweep_stale) SweepStale(machine_rank);
   if (effects.open_datagrams) {
     UseUdpHeartbeats(machine_rank, *effects.open_datagrams);

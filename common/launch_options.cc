@@ -306,6 +306,17 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                "Elastic jobs: a machine that registers while a generation "
                "runs stops it at once to be taken in (default: at the next "
                "restart)");
+  app.add_flag(FlagNames("spare"), o.spare,
+               "trl-agent: register as a hot spare, without a machine rank; "
+               "take a lost machine's place at once (docs/elastic.md)");
+  app.add_option(FlagNames("cordon_after"), o.cordon_after,
+                 "Failures of one host (a worker failing there, its agent "
+                 "lost) within --cordon_window after which it gets no ranks "
+                 "until `trl-coord uncordon HOST` (default 3; 0: never)")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option(FlagNames("cordon_window"), o.cordon_window_s,
+                 "Seconds over which --cordon_after counts (default 600)")
+      ->check(CLI::Range(0.001, 31536000.0));
   app.add_option(FlagNames("reconnect_timeout"), o.reconnect_timeout_s,
                  "Seconds an agent that lost its coordinator waits for it to "
                  "come back before it exits (env TRL_RECONNECT_TIMEOUT)")

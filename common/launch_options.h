@@ -70,6 +70,12 @@ struct LaunchOptions {
   // taken in (otherwise at the next restart).
   double elastic_wait_s = 10;
   bool rescale_on_join = false;
+  // trl-agent --spare: register without a machine rank and wait to take a
+  // lost machine's place. Hosts with cordon_after failures within
+  // cordon_window_s get no ranks until `trl-coord uncordon` (0: never).
+  bool spare = false;
+  int cordon_after = 3;
+  double cordon_window_s = 600;
   // How long an agent that lost the coordinator it was registered with
   // waits for it to come back (resume the job) before it exits: no agent
   // outlives its coordinator by more.

@@ -52,6 +52,7 @@
 #include "coordinator/store_service.h"
 #include "coordinator/udp_heartbeat_server.h"
 #include "coordinator/ui_command.h"
+#include "coordinator/uncordon_client.h"
 
 namespace {
 
@@ -185,6 +186,11 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     return Fail(std::string(status.message()));
   }
   for (const auto& note : notes) log->info("{}", note);
+  if (flags.launch.spare) {
+    return Fail(
+        "--spare is for trl-agent (a machine waiting to take a lost one's "
+        "place); trl-coord start runs the coordinator and machine 0");
+  }
   if (!flags.no_local_agent && config->machine_rank != 0) {
     return Fail(absl::StrCat(
         "trl-coord start runs machine 0, but machine_rank is ",
@@ -318,6 +324,8 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   options.stop_grace_s = o.stop_grace_s;
   options.elastic_wait = Millis(o.elastic_wait_s);
   options.rescale_on_join = o.rescale_on_join;
+  options.cordon_after = o.cordon_after;
+  options.cordon_window = Millis(o.cordon_window_s);
   options.tick_interval = Millis(o.monitor_interval_s);
   // GPU jobs get a fresh NCCL unique id per generation, from a helper
   // process beside this binary (built when NCCL was found).
@@ -587,6 +595,12 @@ int main(int argc, char** argv) {
       "events", "Show a job's history (on the coordinator's machine)");
   trl::AddEventsFlags(*events, events_flags);
 
+  trl::UncordonFlags uncordon_flags;
+  CLI::App* uncordon = app.add_subcommand(
+      "uncordon",
+      "Let a host cordoned after too many failures be given ranks again");
+  trl::AddUncordonFlags(*uncordon, uncordon_flags);
+
   trl::UiFlags ui_flags;
   CLI::App* ui = app.add_subcommand(
       "ui", "Serve a running job's status page on this machine's loopback");
@@ -603,5 +617,6 @@ int main(int argc, char** argv) {
   if (events->parsed()) return trl::RunEvents(events_flags);
   if (logs->parsed()) return trl::RunLogs(logs_flags);
   if (ui->parsed()) return trl::RunUi(ui_flags);
+  if (uncordon->parsed()) return trl::RunUncordon(uncordon_flags);
   return trl::RunPs(ps_flags);
 }

@@ -282,6 +282,10 @@ std::set<std::string> Coordinator::AgentPeers() const {
   return Ask([this] { return core_.AgentPeers(); });
 }
 
+absl::Status Coordinator::Uncordon(const std::string& hostname) {
+  return Ask([this, &hostname] { return core_.Uncordon(hostname); });
+}
+
 int Coordinator::MachineOf(const AgentLink* link) const {
   return Ask([this, link] { return core_.MachineOf(link); });
 }

@@ -115,6 +115,8 @@ class Coordinator {
       const trl::launch::v1::JobStatusRequest& request) const;
   trl::launch::v1::JobEvents Events() const;
   std::set<std::string> AgentPeers() const;
+  // `trl-coord uncordon HOST` (CoordinatorCore::Uncordon).
+  absl::Status Uncordon(const std::string& hostname);
   int MachineOf(const AgentLink* link) const;
   int SendToMachines(const std::set<int>& machines,
                      const trl::launch::v1::CoordinatorMessage& message);

@@ -90,7 +90,8 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
                       std::chrono::milliseconds(
                           static_cast<int64_t>(options_.stop_grace_s * 1000)),
                       options_.tick_interval, options_.config.min_machines,
-                      options_.elastic_wait, options_.rescale_on_join},
+                      options_.elastic_wait, options_.rescale_on_join,
+                      options_.cordon_after, options_.cordon_window},
           clock_()),
       events_(JobEventLog::PathFor(options_.state_file),
               options_.resume.has_value()) {
@@ -104,6 +105,7 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
     machine_.ResumeAfter(
         options_.resume->generation, options_.resume->restarts_used,
         options_.resume->failures, clock_() + rest, options_.resume->hosts);
+    machine_.RestoreCordons(options_.resume->cordoned);
     persisted_restarts_ = options_.resume->restarts_used;
     persisted_failures_ = options_.resume->failures.size();
     Note("resumed", -1,
@@ -162,6 +164,7 @@ JobRecord CoordinatorCore::RecordOf(int64_t generation) const {
     record.hosts[m] = node.info.host();
   }
   for (auto& failure : record.failures) failure.exit.last_lines.clear();
+  record.cordoned = machine_.cordoned();
   return record;
 }
 
@@ -245,6 +248,14 @@ void CoordinatorCore::OnMessage(AgentLink* link,
     }
     case pb::AgentMessage::kStopping: {
       const auto& stopping = message.stopping();
+      if (m < 0) {  // a spare leaves; the job goes on
+        Log()->info("the spare on host {} is stopping: {}",
+                    machine_.spares().count(m)
+                        ? machine_.spares().at(m).info.hostname
+                        : std::string("?"),
+                    Bounded(stopping.reason(), kReasonBytes));
+        break;
+      }
       const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
       if (stopping.signal() > 0) {
         RememberStopSignal(
@@ -287,6 +298,7 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
   info.local_device_count = request.local_device_count();
   info.agent_pid = request.agent_pid();
   info.checks_command = request.checks_command();
+  info.spare = request.spare();
   for (const auto& exited : request.last_generation_exits()) {
     // One generation's report; anything else in it is ignored.
     if (info.report_generation < 0)
@@ -313,27 +325,33 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
     return;
   }
   const bool rejoin = machine_.nodes().count(info.machine_rank) > 0;
-  const absl::Status status = machine_.Register(info, clock_());
+  const absl::StatusOr<int> key = machine_.Admit(info, clock_());
+  const absl::Status status = key.status();
   pb::CoordinatorMessage reply;
   reply.mutable_registration_reply()->set_accepted(status.ok());
   reply.mutable_registration_reply()->set_job_id(options_.job_id);
   if (!status.ok()) {
-    Log()->warn("refused the agent at {} (machine_rank {}, host {}): {}",
-                link->Peer(), info.machine_rank, info.hostname,
-                std::string(status.message()));
+    Log()->warn("refused the agent at {} ({}, host {}): {}", link->Peer(),
+                info.spare ? std::string("a spare")
+                           : absl::StrCat("machine_rank ", info.machine_rank),
+                info.hostname, std::string(status.message()));
     reply.mutable_registration_reply()->set_reason(
         std::string(status.message()));
     link->Send(reply);
     link->Close();
     return;
   }
+  const bool spare = *key < 0;
+  reply.mutable_registration_reply()->set_spare(spare);
+  reply.mutable_registration_reply()->set_machine_rank(spare ? -1 : *key);
   // Acknowledge heartbeats every lease / 3: the agent's lease is kept with
   // two acks to spare, at half the messages of one ack per heartbeat.
   Registered& agent = registered_[link];
-  agent.machine_rank = info.machine_rank;
+  agent.machine_rank = *key;
   agent.ack_every =
       std::chrono::milliseconds(std::max(0, request.lease_ms()) / 3);
-  if (udp_port_ > 0) {
+  // A spare's heartbeats come on its stream (a datagram names a machine).
+  if (udp_port_ > 0 && !spare) {
     OfferUdpSession(link, agent, reply.mutable_registration_reply());
   }
   for (const auto& arg : options_.worker_argv) {
@@ -342,6 +360,23 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
   reply.mutable_registration_reply()->set_argv_runs_python(
       options_.worker_argv_runs_python);
   link->Send(reply);
+  const TimePoint now = clock_();
+  if (spare) {
+    const std::string was = info.spare
+                                ? ""
+                                : absl::StrCat(" (machine ", info.machine_rank,
+                                               "'s place is taken by a spare)");
+    Log()->info(
+        "a spare registered: host {}, address {}, {} workers{}; {} "
+        "spare(s)",
+        info.hostname, info.advertise_addr, info.local_world_size, was,
+        machine_.spares().size());
+    Note("spare", -1,
+         absl::StrCat("a spare registered: host ", info.hostname, ", address ",
+                      info.advertise_addr, was));
+    Execute(machine_.Tick(now));
+    return;
+  }
   Log()->info(
       "machine {} registered: host {}, address {} ({}), {} workers; "
       "{}/{} machines",
@@ -351,7 +386,6 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
   Note(rejoin ? "rejoined" : "registered", info.machine_rank,
        absl::StrCat("host ", info.hostname, ", address ", info.advertise_addr,
                     ", ", info.local_world_size, " workers"));
-  const TimePoint now = clock_();
   const TimePoint old_may_run =
       machine_.nodes().at(info.machine_rank).old_agent_may_run_until;
   if (old_may_run > now) {
@@ -447,6 +481,13 @@ void CoordinatorCore::StartPreparedGeneration(
       start.generation, start.world_size, start.master_addr,
       rendezvous->master_port, machine_.restarts_used(),
       options_.restart.max_restarts);
+  for (int m : start.cordoned_members) {
+    const std::string& host = machine_.nodes().at(m).info.hostname;
+    Log()->warn(
+        "generation {}: machine {} runs on cordoned host {}: no spare took its "
+        "place and the job cannot start without it",
+        start.generation, m, host);
+  }
   const bool elastic = machine_.settings().Elastic();
   const std::string shape =
       elastic ? ElasticShape(start, machine_.settings()) : "";
@@ -521,6 +562,25 @@ void CoordinatorCore::Execute(const Decision& decision) {
       it = Unregister(it);
     }
   }
+  for (const auto& [host, cordon] : machine_.cordoned()) {
+    if (!cordons_logged_.insert(host).second) continue;
+    Log()->warn(
+        "host {} is cordoned ({}): it gets no ranks until `trl-coord "
+        "uncordon {}`",
+        host, cordon.reason, host);
+    Note("cordoned", -1, absl::StrCat("host ", host, ": ", cordon.reason));
+  }
+  ApplyHandovers(decision.handovers);
+  for (int key : decision.drop_spares) {
+    for (auto it = registered_.begin(); it != registered_.end(); ++it) {
+      if (it->second.machine_rank != key) continue;
+      Log()->warn("dropped a spare that went silent (stream from {})",
+                  it->first->Peer());
+      it->first->Close();
+      Unregister(it);
+      break;
+    }
+  }
   if (decision.stop_generation) {
     Log()->warn("stopping generation {}: {}", machine_.generation(),
                 *decision.stop_generation);
@@ -575,6 +635,52 @@ void CoordinatorCore::Execute(const Decision& decision) {
   if (decision.start_generation && !decision.finished) StartGeneration();
 }
 
+void CoordinatorCore::ApplyHandovers(const std::vector<Handover>& handovers) {
+  if (handovers.empty()) return;
+  // Every stream is found by its key before any is changed: a swap moves
+  // a spare to a machine and the machine's agent to a new spare key.
+  std::vector<std::pair<AgentLink*, const Handover*>> moves;
+  for (const Handover& handover : handovers) {
+    for (auto& [link, agent] : registered_) {
+      if (agent.machine_rank == handover.from) {
+        moves.emplace_back(link, &handover);
+        break;
+      }
+    }
+  }
+  for (auto& [link, handover] : moves) {
+    Registered& agent = registered_.at(link);
+    agent.machine_rank = handover->to;
+    if (agent.udp_session != 0) {  // datagrams name the machine
+      by_udp_session_.erase(agent.udp_session);
+      agent.udp_session = 0;
+    }
+    pb::CoordinatorMessage role;
+    role.mutable_role_change()->set_spare(handover->to < 0);
+    role.mutable_role_change()->set_machine_rank(std::max(-1, handover->to));
+    role.mutable_role_change()->set_reason(handover->reason);
+    link->Send(role);
+    Log()->warn("{}", handover->reason);
+    Note(handover->to < 0 ? "spare_demoted" : "spare_promoted",
+         std::max(handover->to, handover->from), handover->reason);
+    if (on_registered_ && handover->to >= 0) on_registered_(handover->to, link);
+  }
+}
+
+absl::Status CoordinatorCore::Uncordon(const std::string& hostname) {
+  const absl::Status status = machine_.Uncordon(hostname, clock_());
+  if (status.ok()) {
+    Log()->info("host {} is uncordoned: it may be given ranks again", hostname);
+    cordons_logged_.erase(hostname);
+    Note("uncordoned", -1, absl::StrCat("host ", hostname, " is uncordoned"));
+    if (!options_.state_file.empty() && !IsFinished(machine_.phase())) {
+      PersistInBackground(RecordOf(machine_.generation()));
+    }
+    Execute(machine_.Tick(clock_()));
+  }
+  return status;
+}
+
 void CoordinatorCore::RememberStopSignal(const StopSignal& signal) {
   // The first stop decides what workers receive first.
   if (!IsFinished(machine_.phase()) &&
@@ -621,7 +727,11 @@ void CoordinatorCore::OnDisconnected(AgentLink* link) {
     const int m = found->second.machine_rank;
     Unregister(found);
     if (!IsFinished(machine_.phase())) {
-      Log()->warn("the agent of machine {} disconnected", m);
+      if (m < 0) {
+        Log()->info("a spare disconnected ({})", link->Peer());
+      } else {
+        Log()->warn("the agent of machine {} disconnected", m);
+      }
     }
     Execute(machine_.AgentDisconnected(m, clock_()));
     Execute(machine_.Tick(clock_()));

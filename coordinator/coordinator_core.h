@@ -65,6 +65,9 @@ struct CoordinatorOptions {
   // JobSettings.
   std::chrono::milliseconds elastic_wait{10000};
   bool rescale_on_join = false;
+  // Cordoning: see JobSettings.
+  int cordon_after = 3;
+  std::chrono::milliseconds cordon_window{600000};
   // How often the caller promises to Tick (zero: no promise).
   std::chrono::milliseconds tick_interval{0};
   // Where the job's state is kept for a restarted coordinator; empty: not
@@ -157,6 +160,10 @@ class CoordinatorCore {
     on_registered_ = std::move(callback);
   }
 
+  // `trl-coord uncordon`: the host may be given ranks again; NotFound if
+  // it was not cordoned.
+  absl::Status Uncordon(const std::string& hostname);
+
   // The job's history (job_events.h).
   trl::launch::v1::JobEvents Events() const;
 
@@ -179,6 +186,9 @@ class CoordinatorCore {
                           const trl::launch::v1::AgentRegistration& request);
   void StartGeneration();
   void Execute(const Decision& decision);
+  // Re-keys the streams of agents that stand for another machine or spare
+  // now, and tells them.
+  void ApplyHandovers(const std::vector<Handover>& handovers);
   void SendToRegistered(const trl::launch::v1::CoordinatorMessage& message);
   void RememberStopSignal(const StopSignal& signal);
 
@@ -245,6 +255,8 @@ class CoordinatorCore {
   std::function<DefenceCounts()> defence_counts_;
   std::function<void(int, AgentLink*)> on_registered_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
+  // Cordoned hosts already logged (JobStateMachine::cordoned).
+  std::set<std::string> cordons_logged_;
   JobEventLog events_;
   // Adds to the job's history, at the current generation.
   void Note(const char* kind, int machine_rank, std::string text);

@@ -267,6 +267,22 @@ class CoordinatorServer::Service : public pb::Coordinator::CallbackService {
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* Uncordon(grpc::CallbackServerContext* context,
+                                     const pb::UncordonRequest* request,
+                                     pb::UncordonReply* /*reply*/) override {
+    auto* reactor = context->DefaultReactor();
+    if (grpc::Status refused = Authenticate(*context); !refused.ok()) {
+      reactor->Finish(refused);
+      return reactor;
+    }
+    const std::string host = request->hostname().substr(0, 255);
+    const absl::Status done = core_->Uncordon(host);
+    reactor->Finish(done.ok() ? grpc::Status::OK
+                              : grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                             std::string(done.message())));
+    return reactor;
+  }
+
   grpc::ServerWriteReactor<pb::LogBatch>* StreamLogs(
       grpc::CallbackServerContext* context,
       const pb::LogsRequest* request) override {

@@ -71,6 +71,18 @@ absl::Status SaveJobRecord(const std::string& path, const JobRecord& record) {
                     host.hostname.empty() ? "-" : host.hostname, " ",
                     host.host_id.empty() ? "-" : host.host_id, "\n");
   }
+  // "cordon FAILURES\tHOSTNAME\tREASON" (no tabs or newlines in either).
+  for (const auto& [host, cordon] : record.cordoned) {
+    std::string name = host;
+    std::string reason = cordon.reason;
+    for (std::string* field : {&name, &reason}) {
+      for (char& c : *field) {
+        if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+      }
+    }
+    absl::StrAppend(&text, "cordon ", cordon.failures, "\t", name, "\t", reason,
+                    "\n");
+  }
   return WriteFileAtomically(path, text);
 }
 
@@ -95,6 +107,19 @@ absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(
       FailureRecord failure;
       if (!ParseFailure(line.substr(space + 1), &failure)) malformed = true;
       record.failures.push_back(std::move(failure));
+      continue;
+    }
+    if (key == "cordon") {
+      std::vector<std::string> parts =
+          absl::StrSplit(line.substr(space + 1), absl::MaxSplits('\t', 2));
+      Cordon cordon;
+      if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &cordon.failures) ||
+          parts[1].empty()) {
+        malformed = true;
+        continue;
+      }
+      cordon.reason = parts[2];
+      record.cordoned[parts[1]] = std::move(cordon);
       continue;
     }
     if (key == "machine") {

@@ -37,6 +37,9 @@ struct JobRecord {
   // Where each machine's agent ran at the last generation's start: after a
   // restart, an agent on another host waits for the old one's lease.
   std::map<int, HostIdentity> hosts;
+  // Hosts cordoned after too many failures: they stay so across a
+  // coordinator restart, until `trl-coord uncordon`.
+  std::map<std::string, Cordon> cordoned;
 
   static constexpr size_t kFailuresKept = 100;
 };

@@ -91,32 +91,7 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
                      existing->second.info.hostname, " (",
                      existing->second.info.advertise_addr, ")"));
   }
-  std::vector<std::string> differences;
-  for (const auto& [key, expected] : settings_.config_fingerprint) {
-    auto found = agent.config_fingerprint.find(key);
-    const std::string actual =
-        found == agent.config_fingerprint.end() ? "<unset>" : found->second;
-    if (actual != expected) {
-      differences.push_back(absl::StrCat(key, " is ", actual,
-                                         " on the agent but ", expected,
-                                         " on the coordinator"));
-    }
-  }
-  if (!differences.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the agent's config differs from the coordinator's: ",
-                     absl::StrJoin(differences, "; ")));
-  }
-  if (agent.local_world_size < 1 ||
-      (settings_.local_world_size > 0 &&
-       agent.local_world_size != settings_.local_world_size)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("local_world_size ", agent.local_world_size, " must be ",
-                     settings_.local_world_size > 0
-                         ? std::to_string(settings_.local_world_size)
-                         : std::string("at least 1"),
-                     " (num_processes / num_machines)"));
-  }
+  if (absl::Status ok = CheckAgent(agent); !ok.ok()) return ok;
   const bool rejoin = existing != nodes_.end();
   // An elastic job takes a new machine while a generation runs: into the
   // next one.
@@ -163,6 +138,7 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   node.by_heartbeat = by_heartbeat_.insert(by_heartbeat_.end(), m);
   const bool member = node.group_rank >= 0;
   nodes_[m] = std::move(node);
+  vacant_.erase(m);
   ++connected_nodes_;  // new, or back from lost
   if (!member && phase_ == JobPhase::kRunning) joiners_.insert(m);
   if (!first_registration_at_) first_registration_at_ = now;
@@ -183,6 +159,11 @@ void JobStateMachine::ResumeAfter(int64_t generation, int restarts_used,
 }
 
 void JobStateMachine::Heartbeat(int machine_rank, TimePoint now) {
+  if (machine_rank < 0) {
+    auto spare = spares_.find(machine_rank);
+    if (spare != spares_.end()) spare->second.last_heartbeat = now;
+    return;
+  }
   auto it = nodes_.find(machine_rank);
   if (it != nodes_.end() && it->second.connected) {
     it->second.last_heartbeat = now;
@@ -224,6 +205,9 @@ void JobStateMachine::ExcuseOwnStall(TimePoint now) {
     auto& heard = nodes_.at(m).last_heartbeat;
     heard = std::min(heard + late, now);
   }
+  for (auto& [key, spare] : spares_) {
+    spare.last_heartbeat = std::min(spare.last_heartbeat + late, now);
+  }
   stalls_excused_ += late;
 }
 
@@ -259,6 +243,8 @@ Decision JobStateMachine::Tick(TimePoint now) {
     }
     if (IsFinished(phase_)) return decision;
   }
+  DropSilentSpares(decision, now);
+  FillFromSpares(decision, now);
   if (phase_ == JobPhase::kWaitingForAgents &&
       now - created_at_ > settings_.registration_timeout) {
     std::vector<std::string> missing;
@@ -282,16 +268,16 @@ Decision JobStateMachine::Tick(TimePoint now) {
       return decision;
     }
   }
-  // An elastic job goes on without lost machines while MIN are connected.
+  // An elastic job goes on without lost machines while MIN are ready.
   if (phase_ == JobPhase::kRestarting && now > rejoin_deadline_ &&
-      (!settings_.Elastic() || connected_nodes_ < settings_.MinMachines())) {
+      (!settings_.Elastic() || CountReady() < settings_.MinMachines())) {
     for (const auto& [m, node] : nodes_) {
       if (node.connected) continue;
       const std::string why = absl::StrCat(
           "machine ", m, " (host ", node.info.hostname, ") ", node.lost_reason,
           " and did not rejoin within ",
           settings_.rejoin_timeout.count() / 1000.0, " s",
-          settings_.Elastic() ? absl::StrCat(" (", connected_nodes_,
+          settings_.Elastic() ? absl::StrCat(" (", CountReady(),
                                              " machines left; the job needs at "
                                              "least ",
                                              settings_.MinMachines(), ")")
@@ -354,6 +340,11 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
     // Silence of exactly the timeout is allowed.
     consider(nodes_.at(by_heartbeat_.front()).last_heartbeat + timeout + kPast);
   }
+  if (timeout.count() > 0 && !IsFinished(phase_)) {
+    for (const auto& [key, spare] : spares_) {
+      consider(spare.last_heartbeat + timeout + kPast);
+    }
+  }
   return next;
 }
 
@@ -369,14 +360,15 @@ GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
   // The members: every machine of a fixed-size job (ReadyToStart waited
   // for all); those ready of an elastic one. In machine_rank order, so
   // ranks stay contiguous per machine and keyed by machine_rank.
-  members_.clear();
+  members_ = NextMembers();
   std::vector<int> local_world_sizes;
-  for (auto& [m, node] : nodes_) {
-    node.group_rank = -1;
-    if (settings_.Elastic() && !IsReady(node)) continue;
-    node.group_rank = static_cast<int>(members_.size());
-    members_.push_back(m);
+  for (auto& [m, node] : nodes_) node.group_rank = -1;
+  std::vector<int> cordoned_members;
+  for (int m : members_) {
+    NodeRecord& node = nodes_.at(m);
+    node.group_rank = static_cast<int>(local_world_sizes.size());
     local_world_sizes.push_back(node.info.local_world_size);
+    if (Cordoned(node)) cordoned_members.push_back(m);
   }
   const RankLayout layout = ComputeRankLayout(local_world_sizes);
   joiners_.clear();
@@ -393,6 +385,7 @@ GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
   start.num_machines = static_cast<int>(members_.size());
   start.master_addr =
       members_.empty() ? "" : nodes_.at(members_[0]).info.advertise_addr;
+  start.cordoned_members = std::move(cordoned_members);
   int index = 0;
   for (int m : members_) {
     NodeRecord& node = nodes_.at(m);
@@ -485,6 +478,10 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
 }
 
 Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {
+  if (machine_rank < 0) {
+    spares_.erase(machine_rank);  // a spare leaves nothing behind
+    return Decision();
+  }
   return LoseAgent(machine_rank, "disconnected", now);
 }
 
@@ -508,6 +505,7 @@ int JobStateMachine::MarkLost(int machine_rank, const std::string& why,
   }
   it->second.connected = false;
   it->second.lost_reason = why;
+  vacant_.insert(machine_rank);
   // It heard from us at the latest now: its lease ends before now + lease,
   // and its workers are gone a stop grace after that.
   // (+2 s: the agent's own allowance for SIGKILLed processes to go.)
@@ -642,6 +640,12 @@ Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {
 Decision JobStateMachine::CommandChecked(int m, const std::string& problem,
                                          TimePoint now) {
   Decision decision;
+  if (auto spare = spares_.find(m); spare != spares_.end()) {
+    // A spare that cannot run the command takes no place; the job goes on.
+    spare->second.command_checked = true;
+    spare->second.unusable = problem;
+    return decision;
+  }
   auto it = nodes_.find(m);
   if (it == nodes_.end() || IsFinished(phase_)) return decision;
   if (problem.empty()) {
@@ -735,6 +739,7 @@ Decision JobStateMachine::Fail(FailureRecord failure, int exit_code,
   } else {
     pending_outcome_.reset();  // restart once the generation is gone
   }
+  NoteHostFailure(failure, now);
   failures_.push_back(std::move(failure));
   awaiting_reports_.clear();  // the generation fails whatever they report
   phase_ = JobPhase::kStopping;

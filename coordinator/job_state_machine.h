@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "coordinator/restart_policy.h"
 
 namespace trl {
@@ -79,6 +80,11 @@ struct AgentInfo {
   // It checks that the command runs on its machine, and says so
   // (CommandChecked) before its ranks may start.
   bool checks_command = false;
+  // A spare (trl-agent --spare): it waits without ranks until it takes a
+  // lost machine's place. machine_rank is then -1, or the machine it
+  // stood for when it lost its connection (it takes that one back if it is
+  // still vacant).
+  bool spare = false;
 
   HostIdentity host() const { return HostIdentity{hostname, host_id}; }
 };
@@ -131,6 +137,32 @@ struct NodeRecord {
   int group_rank = -1;
   // Its place in the machines ordered by last heartbeat, while connected.
   std::list<int>::iterator by_heartbeat;
+  // Its agent is a spare that took the machine's place: the machine's own
+  // agent, when it comes back, becomes a spare instead of a duplicate.
+  bool from_spare = false;
+};
+
+// A spare agent, registered under a key below zero (docs/elastic.md).
+struct SpareRecord {
+  AgentInfo info;
+  TimePoint last_heartbeat;
+  bool command_checked = true;
+  std::string unusable;  // why it may not take a place (its command check)
+};
+
+// A host that failed too often: no ranks on it until an operator clears it.
+struct Cordon {
+  int failures = 0;
+  std::string reason;
+};
+
+// An agent's stream now stands for another key: a spare taking a machine's
+// place (from < 0, to >= 0), or a machine's agent becoming a spare (from >=
+// 0, to < 0). The edge re-keys the stream and tells the agent.
+struct Handover {
+  int from = 0;
+  int to = 0;
+  std::string reason;
 };
 
 struct FailureRecord {
@@ -160,6 +192,9 @@ struct GenerationStart {
   // job): its rank 0 serves the rendezvous.
   std::string master_addr;
   std::vector<NodeAssignment> nodes;
+  // Members whose host is cordoned: the generation could not start
+  // without them (no spare to take their place, fewer than MIN left).
+  std::vector<int> cordoned_members;
 };
 
 // When a generation reached each step of its life, for the status page's
@@ -190,6 +225,11 @@ struct Decision {
   std::optional<std::string> stop_generation;
   // The job ended: tell every agent and finish.
   std::optional<JobOutcome> finished;
+  // Streams that stand for another machine or spare now, all at once (a
+  // swap is two).
+  std::vector<Handover> handovers;
+  // Spares gone silent: close their streams.
+  std::vector<int> drop_spares;
 };
 
 struct JobSettings {
@@ -223,6 +263,11 @@ struct JobSettings {
   // A machine that registers while a generation runs stops it at once to
   // be taken in (a rescale, not a failure: no restart spent, no backoff).
   bool rescale_on_join = false;
+  // A host with this many failures (a worker failing there, its agent
+  // lost) within cordon_window is cordoned: given no ranks until Uncordon.
+  // 0: never.
+  int cordon_after = 3;
+  std::chrono::milliseconds cordon_window{600000};
   int MinMachines() const {
     return min_machines > 0 ? std::min(min_machines, num_machines)
                             : num_machines;
@@ -262,6 +307,12 @@ class JobStateMachine {
   // machine_rank, a config that differs, a job that takes no agents now).
   // A machine that was lost may register again (rejoin).
   absl::Status Register(const AgentInfo& agent, TimePoint now);
+  // Registers any agent: a machine (as Register), a spare, or a machine
+  // whose place a spare has taken (it becomes a spare). Returns the key
+  // its events come under: its machine_rank, or a spare's key (< 0).
+  absl::StatusOr<int> Admit(const AgentInfo& agent, TimePoint now);
+  // Clears a cordoned host (trl-coord uncordon); NotFound if it is not.
+  absl::Status Uncordon(const std::string& hostname, TimePoint now);
   void Heartbeat(int machine_rank, TimePoint now);
   Decision AgentDisconnected(int machine_rank, TimePoint now);
 
@@ -310,6 +361,12 @@ class JobStateMachine {
   // would be a member if it started now); empty if none.
   std::string NextMasterAddr() const;
   const std::vector<FailureRecord>& failures() const { return failures_; }
+  const std::map<int, SpareRecord>& spares() const { return spares_; }
+  const std::map<std::string, Cordon>& cordoned() const { return cordoned_; }
+  // For a restarted coordinator: hosts cordoned before it.
+  void RestoreCordons(std::map<std::string, Cordon> cordoned) {
+    cordoned_ = std::move(cordoned);
+  }
   const std::optional<JobOutcome>& outcome() const { return outcome_; }
   // Every generation this machine started, oldest first (one entry per
   // restart: bounded by the restart budget and kFreeRestarts).
@@ -352,6 +409,23 @@ class JobStateMachine {
   void UpdateElasticHold(TimePoint now);
   // --rescale_on_join: stops the running generation for a ready joiner.
   Decision MaybeRescale(TimePoint now);
+  // Spares and cordons (job_state_machine_spares.cc).
+  absl::Status CheckAgent(const AgentInfo& agent) const;
+  int AdmitSpare(AgentInfo agent, TimePoint now);
+  bool Cordoned(const NodeRecord& node) const {
+    return cordoned_.count(node.info.hostname) > 0;
+  }
+  // Ready spares take vacant machines' places, and cordoned machines' when
+  // no generation runs on them.
+  void FillFromSpares(Decision& decision, TimePoint now);
+  // Spares silent for the heartbeat timeout are dropped.
+  void DropSilentSpares(Decision& decision, TimePoint now);
+  // Counts a failure against its host; cordons it at cordon_after.
+  void NoteHostFailure(const FailureRecord& failure, TimePoint now);
+  // The machines the next generation would take: every machine of a
+  // fixed-size job, the ready ones of an elastic job, less the cordoned
+  // ones if MIN remain without them.
+  std::vector<int> NextMembers() const;
 
   JobSettings settings_;
   TimePoint created_at_;
@@ -408,6 +482,13 @@ class JobStateMachine {
   // A resumed job: where each machine ran before the coordinator restarted.
   bool resumed_ = false;
   std::map<int, HostIdentity> previous_hosts_;
+  // Spares by key (-1, -2, ...), machines that lost their agent, failures
+  // per host in the cordon window, and the cordoned hosts.
+  std::map<int, SpareRecord> spares_;
+  int next_spare_key_ = -1;
+  std::set<int> vacant_;
+  std::map<std::string, std::vector<TimePoint>> host_failures_;
+  std::map<std::string, Cordon> cordoned_;
 };
 
 }  // namespace trl

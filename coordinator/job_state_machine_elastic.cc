@@ -32,11 +32,26 @@ int JobStateMachine::CountReady() const {
   return ready;
 }
 
-std::string JobStateMachine::NextMasterAddr() const {
+std::vector<int> JobStateMachine::NextMembers() const {
+  std::vector<int> members;
+  std::vector<int> without_cordoned;
   for (const auto& [m, node] : nodes_) {
-    if (IsReady(node)) return node.info.advertise_addr;
+    if (settings_.Elastic() && !IsReady(node)) continue;
+    members.push_back(m);
+    if (!Cordoned(node)) without_cordoned.push_back(m);
   }
-  return "";
+  // A cordoned machine is left out when the job can start without it (a
+  // spare has taken a fixed-size job's cordoned machine's place already).
+  if (settings_.Elastic() &&
+      static_cast<int>(without_cordoned.size()) >= settings_.MinMachines()) {
+    return without_cordoned;
+  }
+  return members;
+}
+
+std::string JobStateMachine::NextMasterAddr() const {
+  const std::vector<int> members = NextMembers();
+  return members.empty() ? "" : nodes_.at(members[0]).info.advertise_addr;
 }
 
 bool JobStateMachine::ElasticReadyToStart(TimePoint now) const {
@@ -74,7 +89,11 @@ Decision JobStateMachine::MaybeRescale(TimePoint now) {
   }
   for (int m : joiners_) {
     const NodeRecord& node = nodes_.at(m);
-    if (!IsReady(node) || now < node.old_agent_may_run_until) continue;
+    // (A cordoned joiner would be left out again: no rescale for it.)
+    if (!IsReady(node) || Cordoned(node) ||
+        now < node.old_agent_may_run_until) {
+      continue;
+    }
     rescaling_ = true;
     pending_outcome_.reset();
     phase_ = JobPhase::kStopping;

@@ -33,6 +33,24 @@ pb::JobStatus DescribeJobFacts(const JobStateMachine& machine, TimePoint now) {
   status.set_num_machines(machine.settings().num_machines);
   status.set_min_machines(machine.settings().MinMachines());
   for (int m : machine.members()) status.add_members(m);
+  for (const auto& [key, spare] : machine.spares()) {
+    pb::SpareStatus* out = status.add_spares();
+    out->set_hostname(spare.info.hostname);
+    out->set_address(spare.info.advertise_addr);
+    out->set_workers(spare.info.local_world_size);
+    out->set_last_heartbeat_age_s(Seconds(spare.last_heartbeat, now));
+    if (!spare.unusable.empty()) {
+      out->set_unusable(spare.unusable);
+    } else if (machine.cordoned().count(spare.info.hostname)) {
+      out->set_unusable("its host is cordoned");
+    }
+  }
+  for (const auto& [host, cordon] : machine.cordoned()) {
+    pb::CordonStatus* out = status.add_cordoned();
+    out->set_hostname(host);
+    out->set_failures(cordon.failures);
+    out->set_reason(cordon.reason);
+  }
   status.set_uptime_s(Seconds(machine.created_at(), now));
   status.set_restarts_used(machine.restarts_used());
   status.set_max_restarts(machine.settings().restart.max_restarts);

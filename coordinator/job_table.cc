@@ -34,13 +34,30 @@ std::string JobHeader(const pb::JobStatus& s) {
                                              : absl::StrJoin(s.members(), ","),
                          ")")
           : std::to_string(s.num_machines());
-  return absl::StrFormat(
+  std::string out = absl::StrFormat(
       "JOB %s  state %s  generation %d  world size %d  machines %s  uptime "
       "%.1fs\n  restarts: %d used, %d left\n  command: %s\n",
       s.job_id(), s.state(), s.generation(), s.world_size(), machines,
       s.uptime_s(), s.restarts_used(),
       std::max(0, s.max_restarts() - s.restarts_used()),
       absl::StrJoin(s.command(), " "));
+  if (s.spares_size() > 0) {
+    std::vector<std::string> spares;
+    for (const auto& spare : s.spares()) {
+      spares.push_back(absl::StrCat(
+          spare.hostname(), " ", spare.address(),
+          spare.unusable().empty() ? ""
+                                   : " (unusable: " + spare.unusable() + ")"));
+    }
+    absl::StrAppend(&out, "  spares: ", s.spares_size(), " (",
+                    absl::StrJoin(spares, ", "), ")\n");
+  }
+  for (const auto& cordon : s.cordoned()) {
+    absl::StrAppend(&out, "  cordoned: ", cordon.hostname(), " (",
+                    cordon.reason(), "; trl-coord uncordon ", cordon.hostname(),
+                    " clears it)\n");
+  }
+  return out;
 }
 
 void AppendMachineHeader(std::string* out) {

@@ -35,6 +35,7 @@ border-bottom:1px solid #eee} th{background:#fafafa}
 <span>uptime <b id="uptime">?</b></span>
 <span id="updated" class="muted">loading</span></p>
 <h2>Machines</h2><div id="machine-summary"></div>
+<div id="spares" class="muted"></div><div id="cordoned" class="bad"></div>
 <input id="machine-filter" placeholder="search host, address, state">
 <button id="machine-prev">&lt;</button><span id="machine-page"></span>
 <button id="machine-next">&gt;</button>
@@ -117,6 +118,13 @@ function render(s) {
   $("machine-summary").textContent =
       summary.machines + " of " + s.num_machines + " machines: " +
       counts(summary.machine_states);
+  // Spares waiting for a place, and hosts given no ranks until uncordoned.
+  $("spares").textContent = (s.spares || []).length === 0 ? "" :
+      "spares: " + s.spares.map((p) => p.hostname + " " + p.address +
+          (p.unusable ? " (unusable: " + p.unusable + ")" : "")).join(", ");
+  $("cordoned").textContent = (s.cordoned || []).map((c) =>
+      "cordoned: " + c.hostname + " (" + c.reason + "; trl-coord uncordon " +
+      c.hostname + " clears it)").join("; ");
   $("rank-summary").textContent = summary.ranks + " ranks: " +
       counts(summary.rank_states);
   showPage("machine", s.nodes, s.nodes_matching,

@@ -379,5 +379,68 @@ TEST_F(AgentCoreTest, ANewSessionStartsWithAFreshLeaseAndNoWorkers) {
   EXPECT_TRUE(Assign(2, "job-1", 20002).start_workers.has_value());
 }
 
+// A hot spare (trl-agent --spare): it registers as a spare, becomes the
+// machine the coordinator hands it, and after a lost connection registers
+// as the spare that stood for that machine.
+TEST(AgentCoreRoleTest, ASpareTakesAMachinesPlaceAndRegistersAsItsStandIn) {
+  AgentCoreSettings settings;
+  settings.spare = true;
+  AgentCore core(settings);
+  pb::AgentRegistration registration;
+  registration.set_machine_rank(0);  // the config's, ignored for a spare
+  pb::AgentMessage hello = core.StartSession(registration, Time());
+  EXPECT_TRUE(hello.registration().spare());
+  EXPECT_EQ(hello.registration().machine_rank(), -1);
+  pb::CoordinatorMessage reply;
+  reply.mutable_registration_reply()->set_accepted(true);
+  reply.mutable_registration_reply()->set_spare(true);
+  reply.mutable_registration_reply()->set_machine_rank(-1);
+  const AgentEffects registered = core.Received(reply, Time());
+  EXPECT_FALSE(registered.sweep_stale);  // a spare has no machine
+  EXPECT_FALSE(registered.role_changed.has_value());
+
+  pb::CoordinatorMessage change;
+  change.mutable_role_change()->set_machine_rank(2);
+  change.mutable_role_change()->set_reason("machine 2 was lost");
+  const AgentEffects promoted = core.Received(change, Time());
+  ASSERT_TRUE(promoted.role_changed.has_value());
+  EXPECT_NE(promoted.role_changed->find("stands for machine 2"),
+            std::string::npos);
+  EXPECT_FALSE(core.spare());
+  EXPECT_EQ(core.machine_rank(), 2);
+
+  core.StreamEnded();
+  hello = core.StartSession(registration, Time() + milliseconds(10));
+  EXPECT_TRUE(hello.registration().spare());
+  EXPECT_EQ(hello.registration().machine_rank(), 2);
+  // Taken back: a machine again, whose leftovers are swept.
+  reply.mutable_registration_reply()->set_spare(false);
+  reply.mutable_registration_reply()->set_machine_rank(2);
+  const AgentEffects back = core.Received(reply, Time() + milliseconds(10));
+  EXPECT_TRUE(back.sweep_stale);
+  EXPECT_EQ(back.machine_rank, 2);
+}
+
+TEST(AgentCoreRoleTest, AMachineWhosePlaceWasTakenRegistersAsASpareFromThenOn) {
+  AgentCore core{AgentCoreSettings()};
+  pb::AgentRegistration registration;
+  registration.set_machine_rank(1);
+  pb::AgentMessage hello = core.StartSession(registration, Time());
+  EXPECT_FALSE(hello.registration().spare());
+  EXPECT_EQ(hello.registration().machine_rank(), 1);
+  pb::CoordinatorMessage reply;
+  reply.mutable_registration_reply()->set_accepted(true);
+  reply.mutable_registration_reply()->set_spare(true);
+  const AgentEffects effects = core.Received(reply, Time());
+  ASSERT_TRUE(effects.role_changed.has_value());
+  EXPECT_NE(effects.role_changed->find("registered as a spare"),
+            std::string::npos);
+  EXPECT_FALSE(effects.sweep_stale);
+  core.StreamEnded();
+  hello = core.StartSession(registration, Time() + milliseconds(10));
+  EXPECT_TRUE(hello.registration().spare());
+  EXPECT_EQ(hello.registration().machine_rank(), -1);
+}
+
 }  // namespace
 }  // namespace trl

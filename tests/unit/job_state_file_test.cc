@@ -65,6 +65,25 @@ TEST(JobStateFileTest, KeepsWhereEachMachineRan) {
   RemoveJobRecord(path);
 }
 
+TEST(JobStateFileTest, KeepsCordonedHosts) {
+  // A restarted coordinator keeps what an operator has not cleared.
+  const std::string path = TempPath("cordons.state");
+  JobRecord record = Record("job-1", 2, 0, "abc");
+  record.cordoned["node03"] = Cordon{3,
+                                     "3 failures within 600 s, the last:\t"
+                                     "rank 5 exited\nwith code 1"};
+  ASSERT_TRUE(SaveJobRecord(path, record).ok());
+  auto loaded = LoadJobRecord(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE(loaded->has_value());
+  const auto& cordoned = (*loaded)->cordoned;
+  ASSERT_EQ(cordoned.size(), 1u);
+  EXPECT_EQ(cordoned.at("node03").failures, 3);
+  EXPECT_EQ(cordoned.at("node03").reason,
+            "3 failures within 600 s, the last: rank 5 exited with code 1");
+  RemoveJobRecord(path);
+}
+
 TEST(JobStateFileTest, GarbageIsAnError) {
   const std::string path = TempPath("garbage.state");
   std::filesystem::create_directories(
