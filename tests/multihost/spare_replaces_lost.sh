@@ -95,10 +95,10 @@ d = json.load(sys.stdin)
 print(''.join(n.get('hostname', '') for n in d.get('nodes', []) if n.get('machine_rank', 0) == $1))" 2>/dev/null
 }
 machine_on() { [ "$(machine_host "$1")" = "$2" ]; }
-spares_json() {  # the spares list of ps --json, as JSON text
-  ps_json | "$python" -c "import json,sys; print(json.dumps(json.load(sys.stdin).get('spares')))" 2>/dev/null
+spares_json() {  # the hostnames of ps --json's spares
+  ps_json | "$python" -c "import json,sys; print(' '.join(s.get('hostname', '?') for s in json.load(sys.stdin).get('spares', [])))" 2>/dev/null
 }
-spare_listed() { spares_json | grep -q "${TESTHOST_NAME[4]}"; }
+spare_listed() { spares_json | grep -qw "${TESTHOST_NAME[4]}"; }
 
 # lose_node02 NAME FLAGS...: node02 dies (every process), then machine 1
 # comes back on node02 (return) or the spare takes it (spare).
@@ -107,7 +107,7 @@ lose_node02() {
   if [ "$mode" = spare ]; then
     testhosts_exec 1 "$build/coordinator/trl-coord" ps --address "$coord_addr" >"$work/$name.ps-before" 2>&1
     spare_listed || { echo "FAIL: $name: ps --json did not list ${TESTHOST_NAME[4]} as a spare before the loss (spares: $(spares_json))"; fail=1; }
-    grep -q "^spares:.*${TESTHOST_NAME[4]}" "$work/$name.ps-before" ||
+    grep -q "^ *spares:.*${TESTHOST_NAME[4]}" "$work/$name.ps-before" ||
       { echo "FAIL: $name: ps showed no 'spares:' line naming ${TESTHOST_NAME[4]}"; cat "$work/$name.ps-before"; fail=1; }
   fi
   kill_host 2 || { echo "FAIL: $name: could not empty node02"; fail=1; }
