@@ -41,6 +41,7 @@ python=${TRL_TEST_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
 # BENCH_KEEP=1 keeps the scratch directory (the launchers' logs) and names it.
 trap 'testhosts_destroy; if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "logs in $work"; else rm -rf "$work"; fi' EXIT
+trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP  # through EXIT
 testhosts_create "trlbe$(( $$ % 10000 ))x" 4
 master=${TESTHOST_ADDR[1]}
 pg_timeout=10

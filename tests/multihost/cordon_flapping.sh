@@ -36,6 +36,9 @@ esac
 work=$(mktemp -d)
 cleanup() { testhosts_destroy; rm -rf "$work"; }
 trap cleanup EXIT
+# Killed (ctest's timeout, ^C): exit through the EXIT trap, which removes
+# the hosts and everything on them.
+trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
 testhosts_create "trlcf$([ "$mode" = spare ] && echo s || echo e)$(( $$ % 10000 ))x" $hosts
 bad=${TESTHOST_NAME[2]}
 

@@ -52,6 +52,9 @@ esac
 work=$(mktemp -d)
 cleanup() { testhosts_destroy; rm -rf "$work"; }
 trap cleanup EXIT
+# Killed (ctest's timeout, ^C): exit through the EXIT trap, which removes
+# the hosts and everything on them.
+trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
 if [ "$mode" = spare ]; then
   testhosts_create "trlsp$(( $$ % 10000 ))x" 4
 elif [ "$mode" = return ]; then
