@@ -216,7 +216,11 @@ fi
 fi
 
 # --- ddp: ddp_resume.py ---
-ddp_progress() { ls "$work/ddp-ckpt" 2>/dev/null | grep -q "step-0*$ddp_kill_at.pt"; }
+# A checkpoint at or after step $ddp_kill_at (only the 3 newest are kept).
+ddp_progress() {
+  ls "$work/ddp-ckpt" 2>/dev/null | sed -n 's/^step-0*\([0-9][0-9]*\)\.pt$/\1/p' |
+    awk -v k="$ddp_kill_at" '$1 >= k {found = 1} END {exit !found}'
+}
 run_job ddp 29630 ddp_progress "$here/ddp_resume.py" --ckpt_dir "$work/ddp-ckpt" \
   --result "$work/ddp.result" --steps "$ddp_steps" --step_sleep 0.1 --pg_timeout 20
 ddp_lines=$(cat "$work"/ddp.*out | grep "ddp_resume start" | sed 's/^\[[^]]*\] *//')
