@@ -69,8 +69,14 @@ ddp_kill_at=$((ddp_steps / 3))
 
 # The reference of ddp_resume.py: the same script alone, uninterrupted (the
 # reference of the demo is an uninterrupted run on the same hosts, below).
+# With a spare the world size stays 6, so the job runs PyTorch's own
+# DistributedDataParallel (--mode ddp); its averaged all-reduce sums in
+# another order than one process does, so it is compared to a tolerance.
+# Shrunk or returned, the bit-exact mode (world-size independent).
+ddp_mode=exact
+[ "$mode" = spare ] && ddp_mode=ddp
 "$python" "$here/ddp_resume.py" --ckpt_dir "$work/ddp-ref-ckpt" --result "$work/ddp-ref.result" \
-  --steps "$ddp_steps" >"$work/ddp-ref.out" 2>&1 ||
+  --steps "$ddp_steps" --mode "$ddp_mode" >"$work/ddp-ref.out" 2>&1 ||
   { echo "FAIL: the reference ddp_resume run"; cat "$work/ddp-ref.out"; exit 1; }
 echo "reference: ddp $(cat "$work/ddp-ref.result")"
 
@@ -219,12 +225,27 @@ ddp_progress() {
     awk -v k="$ddp_kill_at" '$1 >= k {found = 1} END {exit !found}'
 }
 run_job ddp 29630 ddp_progress "$here/ddp_resume.py" --ckpt_dir "$work/ddp-ckpt" \
-  --result "$work/ddp.result" --steps "$ddp_steps" --step_sleep 0.1 --pg_timeout 20
+  --result "$work/ddp.result" --steps "$ddp_steps" --step_sleep 0.1 --pg_timeout 20 \
+  --mode "$ddp_mode"
 ddp_lines=$(cat "$work"/ddp.*out | grep "ddp_resume start" | sed 's/^\[[^]]*\] *//')
 echo "$ddp_lines" | sort -k4n -k6n
 echo "ddp: $(cat "$work/ddp.result" 2>/dev/null)"
-if [ "$(cat "$work/ddp.result" 2>/dev/null)" != "$(cat "$work/ddp-ref.result")" ]; then
-  echo "FAIL: ddp: final weights differ from the uninterrupted run's ($(cat "$work/ddp-ref.result"))"; fail=1
+same_weights() {  # exact: the same digest; ddp: the same sum to 1e-5
+  if [ "$ddp_mode" = exact ]; then
+    [ "$(cat "$work/ddp.result" 2>/dev/null)" = "$(cat "$work/ddp-ref.result")" ]
+  else
+    "$python" - "$work/ddp.result" "$work/ddp-ref.result" <<'PY'
+import sys
+def total(path):
+    words = open(path).read().split()
+    return float(words[words.index("sum") + 1])
+got, want = total(sys.argv[1]), total(sys.argv[2])
+sys.exit(0 if abs(got - want) <= 1e-5 * max(1.0, abs(want)) else 1)
+PY
+  fi
+}
+if ! same_weights; then
+  echo "FAIL: ddp: final weights differ from the uninterrupted run's ($(cat "$work/ddp.result" 2>/dev/null) vs $(cat "$work/ddp-ref.result"))"; fail=1
 fi
 last_gen=$(echo "$ddp_lines" | awk '{print $4}' | sort -n | tail -1)
 [ -n "$last_gen" ] && [ "$last_gen" -ge 1 ] || { echo "FAIL: ddp: no generation after the loss"; fail=1; }
