@@ -94,6 +94,19 @@ class SparesTest : public testing::Test {
     }
   }
 
+  // A worker of machine `m` fails in generations 0 and 1 (the job is
+  // restarted in between): two failures of its host.
+  void FailTwice(JobStateMachine& job, int m, int local_rank) {
+    WorkerExit crashed;
+    crashed.exit_code = 1;
+    for (int generation = 0; generation < 2; ++generation) {
+      job.WorkerExited(m, generation, local_rank, crashed, now_);
+      StopAll(job, generation);
+      Pass(job, seconds(1));
+      if (generation == 0) Start(job);
+    }
+  }
+
   // Three machines on hosts a, b, c and a spare on host s, running
   // generation 0.
   JobStateMachine RunningWithSpare(JobSettings settings, int* spare_key) {
@@ -399,14 +412,7 @@ TEST_F(SparesTest, AnElasticJobRunsSmallerWithoutACordonedHost) {
   Admit(job, Agent(1, "b"));
   Admit(job, Agent(2, "c"));
   Start(job);
-  WorkerExit crashed;
-  crashed.exit_code = 1;
-  for (int generation = 0; generation < 2; ++generation) {
-    job.WorkerExited(2, generation, 1, crashed, now_);
-    StopAll(job, generation);
-    Pass(job, seconds(1));
-    if (generation == 0) Start(job);
-  }
+  FailTwice(job, 2, 1);
   ASSERT_EQ(job.cordoned().count("c"), 1u);
   const GenerationStart next = Start(job);
   ASSERT_EQ(next.nodes.size(), 2u);
@@ -429,14 +435,7 @@ TEST_F(SparesTest, ACordonedHostWithoutAReplacementKeepsItsRanks) {
   Admit(job, Agent(1, "b"));
   Admit(job, Agent(2, "c"));
   Start(job);
-  WorkerExit crashed;
-  crashed.exit_code = 1;
-  for (int generation = 0; generation < 2; ++generation) {
-    job.WorkerExited(0, generation, 0, crashed, now_);
-    StopAll(job, generation);
-    Pass(job, seconds(1));
-    if (generation == 0) Start(job);
-  }
+  FailTwice(job, 0, 0);
   ASSERT_EQ(job.cordoned().count("a"), 1u);
   GenerationStart next = Start(job);
   EXPECT_EQ(next.world_size, 6);
