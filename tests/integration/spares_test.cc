@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <regex>
 
 #include "tests/integration/launcher_fixture.h"
@@ -80,6 +81,48 @@ TEST_F(SparesTest, ASpareTakesTheRanksOfAMachineWhoseAgentWasKilled) {
   EXPECT_EQ(coord->Stdout().find("start gen 1 rank 1"), std::string::npos)
       << "machine 0 ran machine 1's rank:\n"
       << coord->Stdout();
+}
+
+TEST_F(SparesTest, ARestartedCoordinatorKeepsTheSpareInTheMachinesPlace) {
+  // The spare took machine 1's place; the coordinator is killed and
+  // started again. The stand-in registers as the spare that stood for
+  // machine 1 and is machine 1 again: the job resumes and ends there.
+  const std::string state_file =
+      ::testing::TempDir() + "/trl-spare-" + std::to_string(port_) + ".state";
+  const std::vector<std::string> flags = {
+      "--heartbeat_interval", "0.2", "--max_restarts", "3",
+      "--stop_grace",         "1",   "--no_python"};
+  std::vector<std::string> coord_flags = flags;
+  coord_flags.push_back("--state_file");
+  coord_flags.push_back(state_file);
+  const std::vector<std::string> worker = {
+      "/bin/sh", "-c",
+      "echo start gen $TRL_GENERATION rank $RANK machine $TRL_MACHINE_RANK "
+      "pid $$; if [ \"$TRL_GENERATION\" -lt 2 ]; then exec sleep 60; fi"};
+  auto doomed = StartAgent(2, 2, 1, flags);
+  auto spare = StartSpare(2, 2, flags);
+  auto coord = StartCoordinator(2, 2, worker, coord_flags);
+  ASSERT_TRUE(doomed->WaitForOutput("start gen 0 rank 1", seconds(20)))
+      << doomed->Output() << coord->Output();
+  RememberPids(doomed->Stdout());
+  doomed->Signal(SIGKILL);
+  doomed->Wait(seconds(10));
+  ASSERT_TRUE(spare->WaitForOutput("start gen 1 rank 1 machine 1", seconds(30)))
+      << spare->Output() << coord->Output();
+  RememberPids(spare->Stdout());
+  RememberPids(coord->Stdout());
+  coord->Signal(SIGKILL);
+  ASSERT_EQ(coord->Wait(seconds(10)), 128 + SIGKILL);
+
+  auto again = StartCoordinator(2, 2, worker, coord_flags);
+  ASSERT_TRUE(spare->WaitForOutput("start gen 2 rank 1 machine 1", seconds(30)))
+      << spare->Output() << again->Output();
+  RememberPids(again->Stdout());
+  EXPECT_EQ(again->Wait(seconds(30)), 0) << again->Output();
+  EXPECT_EQ(spare->Wait(seconds(30)), 0) << spare->Output();
+  EXPECT_NE(again->Stderr().find("machine 1 registered"), std::string::npos)
+      << again->Stderr();
+  std::filesystem::remove(state_file + ".events");
 }
 
 TEST_F(SparesTest, ASpareSentSigtermLeavesAndTheJobGoesOn) {
