@@ -31,7 +31,6 @@ std::vector<uint64_t> ConnectionsToCut(
   }
   std::vector<uint64_t> cut;
   std::vector<const PortConnection*> kept_unprotected;
-  int kept = 0;
   for (auto& [address, group] : by_address) {
     // Newest first: over the cap, the oldest unproven go.
     std::sort(group.begin(), group.end(), [](auto* a, auto* b) {
@@ -50,17 +49,27 @@ std::vector<uint64_t> ConnectionsToCut(
         cut.push_back(c->socket_inode);
       }
     }
-    kept += kept_here;
   }
-  // Over the total: the oldest of the rest go.
+  // More unproven than the total: the oldest of them go.
   std::sort(kept_unprotected.begin(), kept_unprotected.end(),
             [](auto* a, auto* b) { return a->socket_inode < b->socket_inode; });
-  for (const PortConnection* c : kept_unprotected) {
-    if (kept <= limits.total) break;
-    cut.push_back(c->socket_inode);
-    --kept;
+  const size_t allowed = static_cast<size_t>(std::max(limits.total, 0));
+  const size_t over =
+      kept_unprotected.size() > allowed ? kept_unprotected.size() - allowed : 0;
+  for (size_t i = 0; i < over; ++i) {
+    cut.push_back(kept_unprotected[i]->socket_inode);
   }
   return cut;
+}
+
+int UnprovenConnectionCap(uint64_t open_files_limit, int num_machines,
+                          int ports) {
+  constexpr int64_t kReserve = 1024;
+  const int64_t limit = static_cast<int64_t>(
+      std::min<uint64_t>(open_files_limit, uint64_t{1} << 30));
+  const int64_t left = limit - std::max(num_machines, 0) - kReserve;
+  const int64_t share = left / 2 / std::max(ports, 1);
+  return static_cast<int>(std::clamp<int64_t>(share, 128, 65536));
 }
 
 bool OverACap(const std::vector<PortConnection>& connections,
@@ -323,7 +332,7 @@ void ConnectionGovernor::Run() {
       if (now - last_report_ >= std::chrono::seconds(10)) {
         ComponentLogger("coord")->warn(
             "closed {} connection(s) over the caps ({} from one address, "
-            "{} in all) since the last report",
+            "{} unproven) since the last report",
             unreported_, limits_.per_peer, limits_.total);
         unreported_ = 0;
         last_report_ = now;

@@ -1,13 +1,16 @@
 // Caps on the TCP connections to one of the coordinator's ports: at most
-// `per_peer` from one address and `total` in all. gRPC 1.51 has no such
-// cap, and a peer without the token holds a descriptor until its handshake
-// times out (5 s) or, with the token, until its connection idles out: a
-// flood of them used up the coordinator's descriptors. Over a cap, the
-// oldest connections that have not proved themselves go first (the kernel
-// numbers sockets in the order they are made): a client with the token
-// does so within milliseconds (a registered agent, a worker's authenticated
-// store call), so what lingers unproven is a flood, and a new agent still
-// gets in while one holds the port. Proven connections are never cut.
+// `per_peer` from one address, and at most `total` that have not proved
+// themselves. gRPC 1.51 has no such cap, and a peer without the token holds
+// a descriptor until its handshake times out (5 s) or, with the token,
+// until its connection idles out: a flood of them used up the
+// coordinator's descriptors. Over a cap, the oldest connections that have
+// not proved themselves go first (the kernel numbers sockets in the order
+// they are made): a client with the token does so within milliseconds (a
+// registered agent, a worker's authenticated store call), so what lingers
+// unproven is a flood, and a new agent still gets in while one holds the
+// port. Proven connections are never cut, and do not count against the
+// total: the job bounds them (one per agent), and UnprovenConnectionCap
+// leaves them their descriptors.
 //
 // ConnectionsToCut is the pure rule; ConnectionGovernor applies it to the
 // process's own sockets (the kernel's socket diagnostics, socket_diag.h,
@@ -37,9 +40,17 @@
 namespace trl {
 
 struct ConnectionLimits {
-  int per_peer = 64;
-  int total = 16384;
+  int per_peer = 64;  // connections from one address, proven or not
+  int total = 16384;  // connections that have not proved themselves
 };
+
+// The total for each of `ports` ports: half of what the descriptor limit
+// leaves once the job's agents (one proven connection each) and a reserve
+// of 1024 (files, the store's workers, the governor's lag) are counted,
+// shared between the ports; within [128, 65536]. At 20,000 descriptors:
+// 4,742 for an 8-machine job, 648 for a 16,384-machine one.
+int UnprovenConnectionCap(uint64_t open_files_limit, int num_machines,
+                          int ports);
 
 // One established connection to the port.
 struct PortConnection {

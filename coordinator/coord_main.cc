@@ -386,9 +386,9 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
       *server_credentials, identity ? nullptr : store.service(),
       idle_connection_ms, /*peer_identity=*/identity.has_value(), &log_relay);
   if (!server.ok()) return Fail(std::string(server.status().message()));
-  // At most 64 connections from one address and half the descriptors in
-  // all, on each port (connection_limits.h); registered agents and workers
-  // that made an authenticated store call are kept.
+  // At most 64 connections from one address and a share of the
+  // descriptors unproven, on each port (connection_limits.h); registered
+  // agents and workers that made an authenticated store call are kept.
   std::vector<int> governed_ports = {(*server)->port()};
   if (store_server) governed_ports.push_back(store_server->port());
   rlimit open_files{};
@@ -406,12 +406,23 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   }
   trl::ConnectionLimits limits;
   limits.per_peer = flags.connections_per_address;
-  // Half the descriptors in all, shared between the ports.
-  limits.total = static_cast<int>(
-      std::clamp<rlim_t>(open_files.rlim_cur == RLIM_INFINITY
-                             ? 65536
-                             : open_files.rlim_cur / 2 / governed_ports.size(),
-                         128, 65536));
+  // Unproven connections: half of what the job's agents leave of the
+  // descriptors, shared between the ports.
+  const uint64_t descriptors = open_files.rlim_cur == RLIM_INFINITY
+                                   ? uint64_t{1} << 30
+                                   : static_cast<uint64_t>(open_files.rlim_cur);
+  const int ports = static_cast<int>(governed_ports.size());
+  limits.total =
+      trl::UnprovenConnectionCap(descriptors, config->num_machines, ports);
+  if (descriptors < static_cast<uint64_t>(config->num_machines) + 1024 +
+                        2 * 128 * static_cast<uint64_t>(ports)) {
+    log->warn(
+        "this process may open only {} files, too few for {} agents' "
+        "connections and room for new ones: raise the limit (ulimit -Hn, "
+        "systemd LimitNOFILE=) to {} or more",
+        descriptors, config->num_machines,
+        2 * (static_cast<uint64_t>(config->num_machines) + 1024));
+  }
   trl::ConnectionGovernor governor(
       governed_ports, limits,
       [&core, &store] {

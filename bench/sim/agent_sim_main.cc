@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/agent_channel.h"
 #include "bench/sim/sim_agent.h"
 #include "common/accelerate_config.h"
@@ -35,6 +36,7 @@
 #include "common/local_machine.h"
 #include "common/network.h"
 #include "common/tls_credentials.h"
+#include "coordinator/connection_limits.h"
 
 extern char** environ;
 
@@ -127,6 +129,11 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One absl::Mutex per simulated agent (agent/shared_agent_core.h): the
+  // lock-order graph that absl keeps for deadlock detection then took a
+  // third of this process's CPU at 16,384 agents (GraphCycles::GetId), CPU
+  // the coordinator it measures shares. A real agent has one such lock.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{
       "trl-agent-sim: many simulated agents against a real "
       "coordinator"};
@@ -159,13 +166,15 @@ int main(int argc, char** argv) {
   app.add_flag("!--no_failures", failures,
                "Only rendezvous and heartbeats: no restart, no silent agent");
   app.add_option("--timeout", timeout_s, "Seconds any one phase may take");
-  int wave = 4000;
+  int wave = 0;
   int connect_batch = 256;
   app.add_option("--connect_batch", connect_batch,
                  "Agents whose connections are set up at the same time");
   app.add_option("--wave", wave,
                  "Agents that connect and register together; the next wave "
-                 "connects once they are registered");
+                 "connects once they are registered (default: as many "
+                 "unproven connections as a coordinator under this "
+                 "descriptor limit keeps, connection_limits.h)");
   CLI11_PARSE(app, argc, argv);
   RaiseFileLimit();
 
@@ -174,6 +183,12 @@ int main(int argc, char** argv) {
   auto config = trl::ResolveLaunchConfig(launch, machine);
   if (!config.ok()) return Fail(std::string(config.status().message()));
   if (agents <= 0) agents = config->num_machines - first_machine_rank;
+  if (wave <= 0) {
+    rlimit open_files{};
+    getrlimit(RLIMIT_NOFILE, &open_files);
+    wave = trl::UnprovenConnectionCap(open_files.rlim_cur, config->num_machines,
+                                      2);
+  }
   if (first_machine_rank + agents > config->num_machines) {
     return Fail(absl::StrCat(first_machine_rank, " + ", agents,
                              " agents exceed num_machines ",
@@ -249,9 +264,10 @@ int main(int argc, char** argv) {
       }
     }
   };
-  // In waves: the coordinator keeps at most a share of its descriptor
-  // limit (5,000 of 20,000 here) for connections that have not registered,
-  // and shuts down the oldest beyond it, as a flood of strangers would be.
+  // In waves: the coordinator keeps at most a share of what its descriptor
+  // limit leaves past the job's agents (at 20,000 here: 3,720 for 4096
+  // agents, 648 for 16,384) for connections that have not registered, and
+  // shuts down the oldest beyond it, as a flood of strangers would be.
   wave = std::max(1, std::min(wave, agents));
   connect_batch = std::max(1, connect_batch);
   connect(0, wave);

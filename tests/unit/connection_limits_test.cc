@@ -51,8 +51,42 @@ TEST(ConnectionLimitsTest, OverTheTotalTheOldestUnprovenGoWhateverThePeer) {
       From("10.0.0.1", 1), From("10.0.0.2", 2), From("10.0.0.3", 3),
       From("10.0.0.4", 4), From("10.0.0.5", 5)};
   const std::set<std::string> agents = {"10.0.0.1:40001"};
+  // Four unproven against a total of 3: the oldest of them goes.
   EXPECT_EQ(Sorted(ConnectionsToCut(connections, agents, {10, 3})),
-            (std::vector<uint64_t>{2, 3}));
+            (std::vector<uint64_t>{2}));
+}
+
+TEST(ConnectionLimitsTest, ProvenConnectionsDoNotCountAgainstTheTotal) {
+  // A job larger than the total (16,384 agents against 5,000 at a
+  // descriptor limit of 20,000): registered agents fill the port, and the
+  // next ones, still unproven, must not be cut for it (they were, and
+  // such a job could never finish registering).
+  std::vector<PortConnection> connections;
+  std::set<std::string> agents;
+  for (uint64_t i = 1; i <= 8; ++i) {
+    connections.push_back(From("10.1.0." + std::to_string(i), i));
+    agents.insert(connections.back().peer);
+  }
+  for (uint64_t i = 9; i <= 11; ++i) {
+    connections.push_back(From("10.1.0." + std::to_string(i), i));
+  }
+  EXPECT_TRUE(ConnectionsToCut(connections, agents, {64, 3}).empty());
+  // One more unproven is over: the oldest unproven goes, no agent.
+  connections.push_back(From("10.1.0.12", 12));
+  EXPECT_EQ(ConnectionsToCut(connections, agents, {64, 3}),
+            (std::vector<uint64_t>{9}));
+}
+
+TEST(ConnectionLimitsTest, TheUnprovenCapLeavesTheJobsAgentsTheirDescriptors) {
+  // Half of what the limit leaves past the agents and a reserve of 1024,
+  // shared by the ports.
+  EXPECT_EQ(UnprovenConnectionCap(20000, 8, 2), (20000 - 8 - 1024) / 4);
+  EXPECT_EQ(UnprovenConnectionCap(20000, 16384, 2), (20000 - 16384 - 1024) / 4);
+  EXPECT_EQ(UnprovenConnectionCap(20000, 16384, 1), (20000 - 16384 - 1024) / 2);
+  // Never below 128 (a limit too small for the job is warned of), never
+  // above 65536.
+  EXPECT_EQ(UnprovenConnectionCap(1024, 4096, 2), 128);
+  EXPECT_EQ(UnprovenConnectionCap(uint64_t{1} << 40, 8, 1), 65536);
 }
 
 TEST(ConnectionLimitsTest, GrpcPeerNamesMatchTheKernels) {
