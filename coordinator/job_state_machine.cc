@@ -142,6 +142,10 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   }
   node.by_heartbeat = by_heartbeat_.insert(by_heartbeat_.end(), m);
   const bool member = node.group_rank >= 0;
+  if (rejoin || node.old_agent_may_run_until != TimePoint()) {
+    NoteRunUntilChanged();
+  }
+  if (!node.command_checked) NoteCommandUnchecked(m);
   nodes_[m] = std::move(node);
   vacant_.erase(m);
   ++connected_nodes_;  // new, or back from lost
@@ -189,9 +193,15 @@ bool JobStateMachine::ReadyToStart(TimePoint now) const {
       connected_nodes_ != settings_.num_machines) {
     return false;
   }
-  for (const auto& [m, node] : nodes_) {
-    if (!node.command_checked) return false;
+  // From where the last look stopped: the machines below it are checked.
+  for (auto it = nodes_.lower_bound(commands_checked_below_);
+       it != nodes_.end(); ++it) {
+    if (!it->second.command_checked) {
+      commands_checked_below_ = it->first;
+      return false;
+    }
   }
+  commands_checked_below_ = settings_.num_machines;
   return now >= ReplacementsAllowedAt();
 }
 
@@ -354,10 +364,12 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
 }
 
 TimePoint JobStateMachine::ReplacementsAllowedAt() const {
+  if (replacements_allowed_at_) return *replacements_allowed_at_;
   TimePoint latest;
   for (const auto& [m, node] : nodes_) {
     latest = std::max(latest, node.old_agent_may_run_until);
   }
+  replacements_allowed_at_ = latest;
   return latest;
 }
 

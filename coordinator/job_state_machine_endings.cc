@@ -68,6 +68,9 @@ int JobStateMachine::MarkLost(int machine_rank, const std::string& why,
   by_heartbeat_.erase(it->second.by_heartbeat);
   joiners_.erase(machine_rank);
   if (phase_ == JobPhase::kWaitingForAgents) {
+    if (it->second.old_agent_may_run_until != TimePoint()) {
+      NoteRunUntilChanged();
+    }
     nodes_.erase(it);  // It may register again.
     return 0;
   }
@@ -84,6 +87,7 @@ int JobStateMachine::MarkLost(int machine_rank, const std::string& why,
         std::max(it->second.old_agent_may_run_until,
                  now + it->second.info.lease + settings_.stop_grace +
                      std::chrono::seconds(2));
+    NoteRunUntilChanged();
   }
   if (IsFinished(phase_)) return 0;
   // A machine's ranks are contiguous from its rank offset.

@@ -173,6 +173,7 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
     node.connected = true;
     node.last_heartbeat = spare->second.last_heartbeat;
     node.command_checked = spare->second.command_checked;
+    if (!node.command_checked) NoteCommandUnchecked(m);
     node.from_spare = true;
     // Its ranks are handed over only once the lost agent's lease and stop
     // grace are over (I1): old_agent_may_run_until stays as it was, and
@@ -218,6 +219,7 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
       node.info = spare->second.info;  // take_place moves it in
       node.connected = false;
       node.old_agent_may_run_until = old_may_run_until;
+      NoteRunUntilChanged();
       node.lost_reason = "has not registered";
       take_place(spare, m, node.lost_reason);
     }

@@ -292,6 +292,32 @@ TEST_F(JobRestartTest, NoRankStartsBeforeEveryAgentSaysTheCommandRuns) {
   EXPECT_TRUE(job.Tick(now_).start_generation);
 }
 
+TEST_F(JobRestartTest, AMachineBackWithACommandToCheckHoldsTheNextGeneration) {
+  // Every command was checked for generation 0; machine 0's agent is lost
+  // and another registers (on the same host), checking the command anew:
+  // generation 1 waits for its word, as generation 0 did for both.
+  JobStateMachine job = RegisteredCheckingTheCommand();
+  job.CommandChecked(0, "", now_);
+  job.CommandChecked(1, "", now_);
+  const GenerationStart first = Start(job);
+  job.AgentDisconnected(0, now_);
+  WorkerExit terminated;
+  terminated.signal = 15;
+  job.WorkerExited(1, first.generation, 0, terminated, now_);
+  job.WorkerExited(1, first.generation, 1, terminated, now_);
+  EXPECT_EQ(job.phase(), JobPhase::kRestarting);
+  AgentInfo back = Agent(0);
+  back.checks_command = true;
+  ASSERT_TRUE(job.Register(back, now_).ok());
+  now_ += seconds(1);  // past the backoff; both heard from
+  job.Heartbeat(0, now_);
+  job.Heartbeat(1, now_);
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  EXPECT_EQ(job.phase(), JobPhase::kRestarting);
+  job.CommandChecked(0, "", now_);
+  EXPECT_TRUE(job.Tick(now_).start_generation);
+}
+
 TEST_F(JobRestartTest, ACommandThatCannotRunFailsTheJobWithExit2) {
   JobStateMachine job = RegisteredCheckingTheCommand();
   job.CommandChecked(0, "", now_);
