@@ -62,14 +62,36 @@ std::vector<uint64_t> ConnectionsToCut(
   return cut;
 }
 
-int UnprovenConnectionCap(uint64_t open_files_limit, int num_machines,
-                          int ports) {
+int UnprovenConnectionCap(uint64_t open_files_limit, int proven, int ports) {
   constexpr int64_t kReserve = 1024;
   const int64_t limit = static_cast<int64_t>(
       std::min<uint64_t>(open_files_limit, uint64_t{1} << 30));
-  const int64_t left = limit - std::max(num_machines, 0) - kReserve;
+  const int64_t left = limit - std::max(proven, 0) - kReserve;
   const int64_t share = left / 2 / std::max(ports, 1);
   return static_cast<int>(std::clamp<int64_t>(share, 128, 65536));
+}
+
+std::vector<uint64_t> ConnectionsToCutOnPorts(
+    const std::vector<std::vector<PortConnection>>& by_port,
+    const std::set<std::string>& protected_peers, int per_peer,
+    uint64_t open_files_limit) {
+  int proven = 0;
+  for (const auto& connections : by_port) {
+    for (const auto& connection : connections) {
+      proven += protected_peers.count(connection.peer) ? 1 : 0;
+    }
+  }
+  const ConnectionLimits limits{
+      per_peer, UnprovenConnectionCap(open_files_limit, proven,
+                                      static_cast<int>(by_port.size()))};
+  std::vector<uint64_t> cut;
+  for (const auto& connections : by_port) {
+    for (uint64_t inode :
+         ConnectionsToCut(connections, protected_peers, limits)) {
+      cut.push_back(inode);
+    }
+  }
+  return cut;
 }
 
 bool OverACap(const std::vector<PortConnection>& connections,
@@ -272,11 +294,12 @@ int CutSockets(const std::vector<uint64_t>& inodes) {
 }
 
 ConnectionGovernor::ConnectionGovernor(
-    std::vector<int> ports, ConnectionLimits limits,
+    std::vector<int> ports, int per_peer, uint64_t open_files_limit,
     std::function<std::set<std::string>()> protected_peers,
     std::chrono::milliseconds interval)
     : ports_(std::move(ports)),
-      limits_(limits),
+      per_peer_(per_peer),
+      open_files_limit_(open_files_limit),
       protected_peers_(std::move(protected_peers)),
       interval_(interval),
       schedule_(interval * 10),
@@ -292,25 +315,28 @@ ConnectionGovernor::~ConnectionGovernor() {
 }
 
 int ConnectionGovernor::Enforce(std::optional<uint64_t> passive_opens) {
-  std::vector<uint64_t> cut;
-  std::set<std::string> keep;
-  bool asked = false;
-  bool over_a_cap = false;
+  std::vector<std::vector<PortConnection>> by_port;
+  // Cheap while nothing could be over a cap: the proven peers (a question
+  // to the owner) are asked for only when some address is over its cap,
+  // or a port holds more than the unproven share with none proven.
+  const ConnectionLimits before_proof{
+      per_peer_, UnprovenConnectionCap(open_files_limit_, 0,
+                                       static_cast<int>(ports_.size()))};
+  bool could_cut = false;
   for (int port : ports_) {
-    const auto connections = proc_.Connections(port);
-    // Cheap while nothing is over a cap: the agents' peers are asked for
-    // only when something could be cut.
-    if (!OverACap(connections, limits_)) continue;
-    over_a_cap = true;
-    if (!asked) {
-      keep = protected_peers_();
-      asked = true;
-    }
-    for (uint64_t inode : ConnectionsToCut(connections, keep, limits_)) {
-      cut.push_back(inode);
-    }
+    by_port.push_back(proc_.Connections(port));
+    could_cut = could_cut || OverACap(by_port.back(), before_proof);
   }
-  schedule_.Looked(std::chrono::steady_clock::now(), passive_opens, over_a_cap);
+  std::vector<uint64_t> cut;
+  if (could_cut) {
+    cut = ConnectionsToCutOnPorts(by_port, protected_peers_(), per_peer_,
+                                  open_files_limit_);
+  }
+  // Over a cap only if something was cut: a job whose agents alone pass
+  // the pre-check above would otherwise have the governor look (and ask
+  // the owner) five times a second for good.
+  schedule_.Looked(std::chrono::steady_clock::now(), passive_opens,
+                   !cut.empty());
   return proc_.Cut(cut);
 }
 
@@ -331,9 +357,10 @@ void ConnectionGovernor::Run() {
       unreported_ += closed;
       if (now - last_report_ >= std::chrono::seconds(10)) {
         ComponentLogger("coord")->warn(
-            "closed {} connection(s) over the caps ({} from one address, "
-            "{} unproven) since the last report",
-            unreported_, limits_.per_peer, limits_.total);
+            "closed {} connection(s) over the caps ({} from one address; "
+            "unproven ones: half of the {} descriptors that proven ones and "
+            "a reserve of 1024 leave) since the last report",
+            unreported_, per_peer_, open_files_limit_);
         unreported_ = 0;
         last_report_ = now;
       }

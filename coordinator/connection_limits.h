@@ -9,8 +9,9 @@
 // registered agent, a worker's authenticated store call), so what lingers
 // unproven is a flood, and a new agent still gets in while one holds the
 // port. Proven connections are never cut, and do not count against the
-// total: the job bounds them (one per agent), and UnprovenConnectionCap
-// leaves them their descriptors.
+// total; instead the total shrinks as they grow (UnprovenConnectionCap,
+// counted on all the ports at each look), so that proven and unproven
+// together stay under the descriptor limit.
 //
 // ConnectionsToCut is the pure rule; ConnectionGovernor applies it to the
 // process's own sockets (the kernel's socket diagnostics, socket_diag.h,
@@ -39,25 +40,34 @@
 
 namespace trl {
 
-struct ConnectionLimits {
-  int per_peer = 64;  // connections from one address, proven or not
-  int total = 16384;  // connections that have not proved themselves
-};
-
-// The total for each of `ports` ports: half of what the descriptor limit
-// leaves once the job's agents (one proven connection each) and a reserve
-// of 1024 (files, the store's workers, the governor's lag) are counted,
-// shared between the ports; within [128, 65536]. At 20,000 descriptors:
-// 4,742 for an 8-machine job, 648 for a 16,384-machine one.
-int UnprovenConnectionCap(uint64_t open_files_limit, int num_machines,
-                          int ports);
-
 // One established connection to the port.
 struct PortConnection {
   uint64_t socket_inode = 0;  // higher: made later
   std::string peer_address;   // "10.0.0.2" (no port)
   std::string peer;           // "10.0.0.2:41234"
 };
+
+struct ConnectionLimits {
+  int per_peer = 64;  // connections from one address, proven or not
+  int total = 16384;  // connections that have not proved themselves
+};
+
+// The total for each of `ports` ports: half of what the descriptor limit
+// leaves past `proven` connections (on all the ports: registered agents,
+// spares, workers that made an authenticated store call) and a reserve of
+// 1024 (files, pipes, the governor's lag), shared between the ports;
+// within [128, 65536]. Then proven + unproven stays under the limit less
+// the reserve, however many proved themselves. At 20,000 descriptors and
+// two ports: 4,744 with none proven, 648 with 16,384 agents registered.
+int UnprovenConnectionCap(uint64_t open_files_limit, int proven, int ports);
+
+// What to cut on all the governed ports at one look: `by_port` holds each
+// port's connections; the total of each is UnprovenConnectionCap with the
+// proven connections counted on all of them.
+std::vector<uint64_t> ConnectionsToCutOnPorts(
+    const std::vector<std::vector<PortConnection>>& by_port,
+    const std::set<std::string>& protected_peers, int per_peer,
+    uint64_t open_files_limit);
 
 // The sockets to close so that both caps hold, keeping the connections of
 // `protected_peers` ("ADDRESS:PORT") and, among the rest, the newest.
@@ -121,7 +131,10 @@ int CutSockets(const std::vector<uint64_t>& inodes);
 // look, a port over a cap, or else every 10 intervals.
 class ConnectionGovernor {
  public:
-  ConnectionGovernor(std::vector<int> ports, ConnectionLimits limits,
+  // `open_files_limit`: the process's descriptor limit, which sizes the
+  // share of unproven connections at each look.
+  ConnectionGovernor(std::vector<int> ports, int per_peer,
+                     uint64_t open_files_limit,
                      std::function<std::set<std::string>()> protected_peers,
                      std::chrono::milliseconds interval);
   ~ConnectionGovernor();
@@ -137,7 +150,8 @@ class ConnectionGovernor {
   int Enforce(std::optional<uint64_t> passive_opens);
 
   const std::vector<int> ports_;
-  const ConnectionLimits limits_;
+  const int per_peer_;
+  const uint64_t open_files_limit_;
   const std::function<std::set<std::string>()> protected_peers_;
   const std::chrono::milliseconds interval_;
   ProcSockets proc_;

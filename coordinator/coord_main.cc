@@ -404,16 +404,10 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         "raise it (ulimit -Hn, systemd LimitNOFILE=) to 65536 or more",
         static_cast<uint64_t>(open_files.rlim_cur));
   }
-  trl::ConnectionLimits limits;
-  limits.per_peer = flags.connections_per_address;
-  // Unproven connections: half of what the job's agents leave of the
-  // descriptors, shared between the ports.
   const uint64_t descriptors = open_files.rlim_cur == RLIM_INFINITY
                                    ? uint64_t{1} << 30
                                    : static_cast<uint64_t>(open_files.rlim_cur);
   const int ports = static_cast<int>(governed_ports.size());
-  limits.total =
-      trl::UnprovenConnectionCap(descriptors, config->num_machines, ports);
   if (descriptors < static_cast<uint64_t>(config->num_machines) + 1024 +
                         2 * 128 * static_cast<uint64_t>(ports)) {
     log->warn(
@@ -423,8 +417,10 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         descriptors, config->num_machines,
         2 * (static_cast<uint64_t>(config->num_machines) + 1024));
   }
+  // Unproven connections: half of what the proven ones leave of the
+  // descriptors, shared between the ports (connection_limits.h).
   trl::ConnectionGovernor governor(
-      governed_ports, limits,
+      governed_ports, flags.connections_per_address, descriptors,
       [&core, &store] {
         std::set<std::string> proven = core.AgentPeers();
         proven.merge(store.AuthenticatedPeers());

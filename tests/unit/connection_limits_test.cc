@@ -77,6 +77,30 @@ TEST(ConnectionLimitsTest, ProvenConnectionsDoNotCountAgainstTheTotal) {
             (std::vector<uint64_t>{9}));
 }
 
+TEST(ConnectionLimitsTest, ProvenConnectionsOnAnyPortShrinkEveryPortsShare) {
+  // 1,824 descriptors, two ports: 200 unproven each with none proven. 200
+  // workers proven on the store's port leave (1824 - 1024 - 200) / 4 = 150
+  // unproven on the agents' port too: descriptors are the process's, not
+  // a port's.
+  std::vector<PortConnection> store, agents;
+  std::set<std::string> proven;
+  for (uint64_t i = 1; i <= 200; ++i) {
+    store.push_back(From(
+        "10.2." + std::to_string(i / 50) + "." + std::to_string(i % 50), i));
+    proven.insert(store.back().peer);
+  }
+  for (uint64_t i = 1001; i <= 1160; ++i) {
+    agents.push_back(From(
+        "10.3." + std::to_string(i / 50) + "." + std::to_string(i % 50), i));
+  }
+  std::vector<uint64_t> oldest_ten;
+  for (uint64_t i = 1001; i <= 1010; ++i) oldest_ten.push_back(i);
+  EXPECT_EQ(Sorted(ConnectionsToCutOnPorts({store, agents}, proven, 64, 1824)),
+            oldest_ten);
+  // Nothing proven: 160 is within the share of 200.
+  EXPECT_TRUE(ConnectionsToCutOnPorts({store, agents}, {}, 64, 1824).empty());
+}
+
 TEST(ConnectionLimitsTest, TheUnprovenCapLeavesTheJobsAgentsTheirDescriptors) {
   // Half of what the limit leaves past the agents and a reserve of 1024,
   // shared by the ports.
