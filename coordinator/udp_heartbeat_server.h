@@ -29,6 +29,10 @@ class UdpHeartbeatServer {
   UdpHeartbeatServer(const UdpHeartbeatServer&) = delete;
   UdpHeartbeatServer& operator=(const UdpHeartbeatServer&) = delete;
 
+  // The socket's receive buffer as the kernel accounts it: what holds the
+  // datagrams that arrive while the owner is busy.
+  int receive_buffer_bytes() const;
+
  private:
   UdpHeartbeatServer(int fd, Coordinator* core);
   void Serve();
