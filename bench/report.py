@@ -145,6 +145,13 @@ def scale_table(runs):
     for size, rs in sorted(by_size.items()):
         table[size] = {f: spread([r.get(f) for r in rs])
                        for f, *_ in SCALE_FIGURES}
+        # A run that stopped early (the simulator exits 1 and prints what it
+        # had measured): its missing figures are failures, not "not run".
+        stopped = [r for r in rs if "dead_agent_noticed_s" not in r]
+        if stopped:
+            table[size]["stopped_early"] = {
+                "runs": len(stopped), "of": len(rs),
+                "leases_expired": [r.get("leases_expired") for r in stopped]}
     return table
 
 
@@ -284,6 +291,8 @@ def targets_rows(summary):
                 continue
             s = table.get(size, {}).get(field)
             verdict = "not run"
+            if s is None and table.get(size, {}).get("stopped_early"):
+                verdict = "failed: the run stopped before it (below)"
             if s is not None:
                 verdict = "met" if s["median"] * scale <= target else "missed"
             md.append(f"| {label}, {size} agents | "
@@ -380,6 +389,15 @@ def main():
             md.append(f"| {size} | " + " | ".join(
                 fmt(table[size][f], "", scale)
                 for f, _, _, scale, _ in SCALE_FIGURES) + " |\n")
+        for size in sorted(table):
+            stopped = table[size].get("stopped_early")
+            if stopped:
+                md.append(
+                    f"\n{size} agents: {stopped['runs']} of {stopped['of']} "
+                    "run(s) stopped early (the simulator's reason is in the "
+                    "suite's log); simulated agents whose lease ran out: "
+                    f"{', '.join(str(n) for n in stopped['leases_expired'])}. "
+                    "The figures measured before the stop are above.\n")
         problem = plot(table, os.path.join(out_dir, "scale.png"))
         md.append("\n" + (f"No plot: {problem}\n" if problem else
                           "![figures against agents](scale.png)\n"))
