@@ -46,14 +46,22 @@ def spread(values):
             "max": max(values), "n": len(values)}
 
 
+def number(x, digits=3):
+    """`digits` significant digits, without an exponent (5420, not
+    5.42e+03)."""
+    if x != 0 and abs(x) >= 10 ** digits:
+        return f"{x:.0f}"
+    return f"{x:.{digits}g}"
+
+
 def fmt(s, unit="", scale=1.0, digits=3):
     if s is None:
         return "not run"
     m = s["median"] * scale
     if s["n"] == 1:
-        return f"{m:.{digits}g}{unit}"
-    return (f"{m:.{digits}g}{unit} ({s['min'] * scale:.{digits}g}–"
-            f"{s['max'] * scale:.{digits}g})")
+        return f"{number(m, digits)}{unit}"
+    return (f"{number(m, digits)}{unit} ({number(s['min'] * scale, digits)}–"
+            f"{number(s['max'] * scale, digits)})")
 
 
 def machine():
@@ -300,7 +308,9 @@ def targets_rows(summary):
                       f"| {verdict} |\n")
     on_stream = [r for r in runs if r.get("heartbeats_via") == "stream"]
     if table and on_stream:
-        udp = table[max(table)]["coordinator_cpu_share"]
+        # Against the same size's UDP runs (not the largest size's).
+        udp = table.get(on_stream[0]["agents"], {}).get(
+            "coordinator_cpu_share")
         ref = summary.get("heartbeats_on_stream")
         if udp and ref:
             # A short quick run can measure no CPU at all (clock ticks of
