@@ -23,17 +23,17 @@
 #include <dirent.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/governor_schedule.h"
 #include "coordinator/socket_diag.h"
 #include "coordinator/tcp_passive_opens.h"
@@ -163,9 +163,8 @@ class ConnectionGovernor {
   bool flooded_ = false;  // the last round cut something
   std::chrono::steady_clock::time_point last_trim_;
   std::chrono::steady_clock::time_point last_report_;
-  std::mutex mutex_;
-  std::condition_variable wakeup_;
-  bool stop_ = false;
+  absl::Mutex mutex_;
+  bool stop_ ABSL_GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };
 

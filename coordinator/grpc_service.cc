@@ -10,13 +10,15 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/auth_token.h"
 #include "common/grpc_handoff.h"
 #include "common/logging.h"
 #include "common/network.h"
+#include "common/tsan_visible_mutex.h"
 #include "coordinator/job_events.h"
 #include "coordinator/log_relay.h"
 #include "coordinator/refused_calls.h"
@@ -48,7 +50,7 @@ class AgentStream
   void Send(const pb::CoordinatorMessage& message) override {
     const pb::CoordinatorMessage* next = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (close_requested_) return;
       outgoing_.push_back(message);
       if (writing_) return;
@@ -61,7 +63,7 @@ class AgentStream
 
   void Close() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (close_requested_) return;
       close_requested_ = true;
       if (writing_ || finished_) return;
@@ -78,7 +80,7 @@ class AgentStream
     const pb::CoordinatorMessage* next = nullptr;
     bool finish = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       outgoing_.pop_front();
       if (!ok) outgoing_.clear();  // the stream is broken
       if (!outgoing_.empty()) {
@@ -113,7 +115,7 @@ class AgentStream
       // This stream has its share of the owner's queue: no next read (gRPC
       // reads no more of it; TCP's flow control holds the agent) until the
       // owner calls ResumeReading, which may already have happened.
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (!resumed_early_) {
         read_paused_ = true;
         return;
@@ -127,7 +129,7 @@ class AgentStream
   // On the owner thread, between two events.
   void ResumeReading() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (!read_paused_) {
         resumed_early_ = true;  // OnReadDone has not paused yet
         return;
@@ -152,14 +154,15 @@ class AgentStream
   LogRelay* const logs_;
   const std::string peer_;
   pb::AgentMessage incoming_;
-  std::mutex mutex_;
-  std::deque<pb::CoordinatorMessage> outgoing_;  // front is in flight
-  bool writing_ = false;
-  bool close_requested_ = false;
-  bool finished_ = false;
+  absl::Mutex mutex_;
+  // front is in flight
+  std::deque<pb::CoordinatorMessage> outgoing_ ABSL_GUARDED_BY(mutex_);
+  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool close_requested_ ABSL_GUARDED_BY(mutex_) = false;
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
   // No read outstanding until ResumeReading (Coordinator::OnMessage).
-  bool read_paused_ = false;
-  bool resumed_early_ = false;
+  bool read_paused_ ABSL_GUARDED_BY(mutex_) = false;
+  bool resumed_early_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_handoff.h"
+#include "common/tsan_visible_mutex.h"
 
 namespace trl {
 
@@ -53,7 +54,7 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
     bool finish = false;
     bool write = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       pending_history_ += agents;
       started_ = true;
       write = NextLocked(&finish);
@@ -67,7 +68,7 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
     bool finish = false;
     bool write = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (finished_) return;
       int64_t& last_ms = last_unix_ms_[machine];
       for (const pb::LogLine& line : batch.lines()) {
@@ -101,7 +102,7 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
     bool finish = false;
     bool write = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       ended_ = true;
       write = NextLocked(&finish);
     }
@@ -113,7 +114,7 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
     bool finish = false;
     bool write = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       writing_ = false;
       if (!ok) cancelled_ = true;
       write = NextLocked(&finish);
@@ -125,7 +126,7 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
     TakeFromGrpc(this);
     bool finish = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       cancelled_ = true;
       NextLocked(&finish);
     }
@@ -150,7 +151,7 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
     subscribe->set_subscription(id_);
     if (rank_ >= 0) subscribe->add_ranks(rank_);
     subscribe->set_follow(true);
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     auto it = last_unix_ms_.find(machine);
     subscribe->set_history_after_unix_ms(
         it == last_unix_ms_.end() ? 0 : it->second);
@@ -161,7 +162,7 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
  private:
   // Decides, with mutex_ held, whether to start a write (filling
   // in_flight_) or to finish. Never both.
-  bool NextLocked(bool* finish) {
+  bool NextLocked(bool* finish) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     *finish = false;
     if (finished_ || writing_) return false;
     if (cancelled_) {
@@ -207,17 +208,19 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
   const std::set<int> machines_;  // empty: every machine
   std::shared_ptr<Client> self_;  // the relay's and gRPC's hold
 
-  std::mutex mutex_;
-  std::deque<pb::LogLine> queue_;
-  size_t queued_bytes_ = 0;
+  absl::Mutex mutex_;
+  std::deque<pb::LogLine> queue_ ABSL_GUARDED_BY(mutex_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   // Per machine, when its agent read the newest line this client got.
-  std::map<int, int64_t> last_unix_ms_;
-  int pending_history_ = 0;
-  bool started_ = false;
-  bool writing_ = false;
-  bool finished_ = false;
-  bool cancelled_ = false;
-  bool ended_ = false;
+  std::map<int, int64_t> last_unix_ms_ ABSL_GUARDED_BY(mutex_);
+  int pending_history_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool started_ ABSL_GUARDED_BY(mutex_) = false;
+  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
+  bool ended_ ABSL_GUARDED_BY(mutex_) = false;
+  // Filled by NextLocked with mutex_ held; then the write in flight's
+  // alone until OnWriteDone.
   pb::LogBatch in_flight_;
 };
 
@@ -232,7 +235,7 @@ LogRelay::~LogRelay() { core_->OnRegistered(nullptr); }
 void LogRelay::OnMachineRegistered(int machine, AgentLink* link) {
   std::vector<std::shared_ptr<Client>> following;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (const auto& [id, client] : clients_) {
       if (client->follows(machine)) following.push_back(client);
     }
@@ -281,7 +284,7 @@ grpc::ServerWriteReactor<pb::LogBatch>* LogRelay::Open(
   std::shared_ptr<Client> client;
   uint64_t id = 0;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (clients_.size() >= kMaxClients) {
       return new RefusedLogs(
           grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -313,7 +316,7 @@ void LogRelay::OnAgentBatch(int machine, const pb::LogBatch& batch) {
   if (machine < 0) return;  // a stream that has not registered
   std::shared_ptr<Client> client;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     auto it = clients_.find(batch.subscription());
     if (it == clients_.end()) return;  // a client that left
     client = it->second;
@@ -327,7 +330,7 @@ void LogRelay::OnAgentBatch(int machine, const pb::LogBatch& batch) {
 void LogRelay::EndAll() {
   std::vector<std::shared_ptr<Client>> clients;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     ended_ = true;
     for (auto& [id, client] : clients_) clients.push_back(client);
   }
@@ -337,7 +340,7 @@ void LogRelay::EndAll() {
 void LogRelay::Forget(uint64_t id) {
   std::shared_ptr<Client> client;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     auto it = clients_.find(id);
     if (it == clients_.end()) return;
     client = std::move(it->second);

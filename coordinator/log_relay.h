@@ -18,9 +18,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator.h"
 #include "proto/trl_launch.pb.h"
 
@@ -60,10 +61,10 @@ class LogRelay {
   void Forget(uint64_t id);
 
   Coordinator* const core_;
-  std::mutex mutex_;
-  uint64_t next_id_ = 1;
-  bool ended_ = false;                                   // guarded
-  std::map<uint64_t, std::shared_ptr<Client>> clients_;  // guarded
+  absl::Mutex mutex_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  bool ended_ ABSL_GUARDED_BY(mutex_) = false;
+  std::map<uint64_t, std::shared_ptr<Client>> clients_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace trl

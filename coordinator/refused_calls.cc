@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/tsan_visible_mutex.h"
 
 namespace trl {
 namespace {
@@ -16,7 +17,7 @@ std::optional<std::string> RefusedCalls::Refused(const std::string& peer,
                                                  const std::string& problem,
                                                  Clock::time_point now) {
   refused_in_process.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++total_;
   ++unreported_;
   if (last_report_ && now - *last_report_ < interval_) return std::nullopt;
@@ -32,7 +33,7 @@ std::optional<std::string> RefusedCalls::Refused(const std::string& peer,
 }
 
 uint64_t RefusedCalls::total() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return total_;
 }
 

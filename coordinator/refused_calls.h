@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace trl {
 
@@ -33,10 +35,10 @@ class RefusedCalls {
 
  private:
   const std::chrono::milliseconds interval_;
-  mutable std::mutex mutex_;
-  uint64_t total_ = 0;
-  uint64_t unreported_ = 0;
-  std::optional<Clock::time_point> last_report_;
+  mutable absl::Mutex mutex_;
+  uint64_t total_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t unreported_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::optional<Clock::time_point> last_report_ ABSL_GUARDED_BY(mutex_);
 };
 
 // Logs through the coordinator's logger.
