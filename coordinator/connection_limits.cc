@@ -18,9 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/time/time.h"
 #include "common/logging.h"
-#include "common/tsan_visible_mutex.h"
 
 namespace trl {
 
@@ -309,9 +307,10 @@ ConnectionGovernor::ConnectionGovernor(
 
 ConnectionGovernor::~ConnectionGovernor() {
   {
-    MutexLock lock(&mutex_);
-    stop_ = true;  // wakes Run's wait
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
   }
+  wakeup_.notify_all();
   thread_.join();
 }
 
@@ -342,15 +341,10 @@ int ConnectionGovernor::Enforce(std::optional<uint64_t> passive_opens) {
 }
 
 void ConnectionGovernor::Run() {
+  std::unique_lock<std::mutex> lock(mutex_);
   auto wait = interval_;
-  while (true) {
-    {
-      MutexLock lock(&mutex_);
-      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-        return stop_;
-      };
-      if (AwaitWithTimeout(&mutex_, stopping, absl::FromChrono(wait))) return;
-    }
+  while (!wakeup_.wait_for(lock, wait, [this] { return stop_; })) {
+    lock.unlock();
     // Read before the look: what is accepted during it is seen next time.
     const std::optional<uint64_t> passive_opens = passive_opens_.Read();
     int closed = 0;
@@ -383,6 +377,7 @@ void ConnectionGovernor::Run() {
     }
     flooded_ = closed > 0;
     wait = closed > 0 ? std::chrono::milliseconds(20) : interval_;
+    lock.lock();
   }
 }
 

@@ -3,20 +3,18 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "common/auth_token.h"
 #include "common/grpc_handoff.h"
 #include "common/logging.h"
-#include "common/tsan_visible_mutex.h"
 #include "coordinator/connection_limits.h"
 #include "proto/trl_launch.grpc.pb.h"
 
@@ -57,9 +55,10 @@ class StoreService::Impl : public pb::Store::CallbackService {
 
   ~Impl() override {
     {
-      MutexLock lock(&mutex_);
-      stopping_ = true;  // ends ExpireLoop's wait
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
     }
+    changed_.notify_all();
     timer_.join();
   }
 
@@ -74,7 +73,7 @@ class StoreService::Impl : public pb::Store::CallbackService {
     }
     std::vector<RendezvousStore::Completion> done;
     {
-      MutexLock lock(&mutex_);
+      std::lock_guard<std::mutex> lock(mutex_);
       store_.OpenGeneration(job_id, generation, *token);
       done = store_.TakeCompletions();
       authenticated_peers_.clear();  // proven for the generation that ended
@@ -89,7 +88,7 @@ class StoreService::Impl : public pb::Store::CallbackService {
     absl::Status status;
     std::vector<RendezvousStore::Completion> done;
     {
-      MutexLock lock(&mutex_);
+      std::lock_guard<std::mutex> lock(mutex_);
       status = store_.Set(CallerOf(*context, request->scope()), request->key(),
                           request->value());
       done = store_.TakeCompletions();
@@ -104,7 +103,7 @@ class StoreService::Impl : public pb::Store::CallbackService {
     absl::StatusOr<int64_t> sum;
     std::vector<RendezvousStore::Completion> done;
     {
-      MutexLock lock(&mutex_);
+      std::lock_guard<std::mutex> lock(mutex_);
       sum = store_.Add(CallerOf(*context, request->scope()), request->key(),
                        request->delta());
       done = store_.TakeCompletions();
@@ -119,12 +118,12 @@ class StoreService::Impl : public pb::Store::CallbackService {
                                 pb::StoreGetReply* reply) override;
 
   std::set<std::string> AuthenticatedPeers() {
-    MutexLock lock(&mutex_);
+    std::lock_guard<std::mutex> lock(mutex_);
     return authenticated_peers_;
   }
 
   bool IsCurrentToken(const std::string& token) {
-    MutexLock lock(&mutex_);
+    std::lock_guard<std::mutex> lock(mutex_);
     return store_.IsCurrentToken(token);
   }
 
@@ -137,7 +136,7 @@ class StoreService::Impl : public pb::Store::CallbackService {
     // generation's: its connection is proven (connection_limits.h).
     if (status.code() != absl::StatusCode::kUnauthenticated &&
         status.code() != absl::StatusCode::kPermissionDenied) {
-      MutexLock lock(&mutex_);
+      std::lock_guard<std::mutex> lock(mutex_);
       if (authenticated_peers_.size() < kMaxAuthenticatedPeers) {
         authenticated_peers_.insert(PeerFromGrpc(context->peer()));
       }
@@ -157,14 +156,16 @@ class StoreService::Impl : public pb::Store::CallbackService {
   void Deliver(std::vector<RendezvousStore::Completion> done);
   void ExpireLoop();
 
-  absl::Mutex mutex_;
-  // Counts the waits added: one with a nearer deadline wakes ExpireLoop.
-  uint64_t changes_ ABSL_GUARDED_BY(mutex_) = 0;
-  RendezvousStore store_ ABSL_GUARDED_BY(mutex_);
+  // A std::mutex, not an absl::Mutex: ExpireLoop's timed wait must follow
+  // the monotonic clock (absl's, 20220623, sleeps until a wall-clock
+  // deadline: a clock step would hold or hurry the waits' expiry).
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  RendezvousStore store_;
   static constexpr size_t kMaxAuthenticatedPeers = 1 << 20;
-  std::set<std::string> authenticated_peers_ ABSL_GUARDED_BY(mutex_);
-  std::map<RendezvousStore::WaiterId, Wait*> waits_ ABSL_GUARDED_BY(mutex_);
-  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::set<std::string> authenticated_peers_;
+  std::map<RendezvousStore::WaiterId, Wait*> waits_;
+  bool stopping_ = false;
   std::thread timer_;
 };
 
@@ -184,7 +185,7 @@ class StoreService::Impl::Wait : public grpc::ServerUnaryReactor {
     TakeFromGrpc(this);
     bool mine = false;
     {
-      MutexLock lock(&owner_->mutex_);
+      std::lock_guard<std::mutex> lock(owner_->mutex_);
       auto found = owner_->waits_.find(id_);
       if (found != owner_->waits_.end() && found->second == this) {
         owner_->waits_.erase(found);
@@ -219,20 +220,23 @@ grpc::ServerUnaryReactor* StoreService::Impl::Get(
   std::vector<RendezvousStore::Completion> done;
   absl::Status refused;
   {
-    MutexLock lock(&mutex_);
+    std::lock_guard<std::mutex> lock(mutex_);
     auto id = store_.Wait(CallerOf(*context, request->scope()), std::move(keys),
                           request->want_values(), deadline);
     if (id.ok()) {
       wait->id_ = *id;
       waits_[*id] = wait;
-      ++changes_;  // a new deadline for the timer
     } else {
       refused = id.status();
     }
     done = store_.TakeCompletions();
   }
   HandToGrpc(wait);
-  if (!refused.ok()) wait->Finish(ToGrpc(refused));
+  if (!refused.ok()) {
+    wait->Finish(ToGrpc(refused));
+  } else {
+    changed_.notify_all();  // a new deadline for the timer
+  }
   Deliver(std::move(done));
   return wait;
 }
@@ -241,7 +245,7 @@ void StoreService::Impl::Deliver(
     std::vector<RendezvousStore::Completion> done) {
   std::vector<std::pair<Wait*, RendezvousStore::Completion>> mine;
   {
-    MutexLock lock(&mutex_);
+    std::lock_guard<std::mutex> lock(mutex_);
     for (auto& completion : done) {
       auto found = waits_.find(completion.id);
       if (found == waits_.end()) continue;
@@ -253,30 +257,21 @@ void StoreService::Impl::Deliver(
 }
 
 void StoreService::Impl::ExpireLoop() {
-  while (true) {
-    std::vector<RendezvousStore::Completion> done;
-    {
-      MutexLock lock(&mutex_);
-      if (stopping_) return;
-      // Until the nearest deadline, a new wait (its deadline may be
-      // nearer) or the end.
-      const auto next = store_.NextDeadline();
-      const uint64_t seen = changes_;
-      auto woken = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-        return stopping_ || changes_ != seen;
-      };
-      if (next) {
-        AwaitWithTimeout(
-            &mutex_, woken,
-            absl::FromChrono(*next - std::chrono::steady_clock::now()));
-      } else {
-        Await(&mutex_, woken);
-      }
-      if (stopping_) return;
-      store_.Expire(std::chrono::steady_clock::now());
-      done = store_.TakeCompletions();
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    const auto next = store_.NextDeadline();
+    if (next) {
+      changed_.wait_until(lock, *next);
+    } else {
+      changed_.wait(lock);
     }
-    if (!done.empty()) Deliver(std::move(done));
+    if (stopping_) break;
+    store_.Expire(std::chrono::steady_clock::now());
+    auto done = store_.TakeCompletions();
+    if (done.empty()) continue;
+    lock.unlock();
+    Deliver(std::move(done));
+    lock.lock();
   }
 }
 
