@@ -2,7 +2,7 @@
 // clang's -Wthread-safety). Debian's libabsl is not built with
 // ThreadSanitizer, so TSan cannot see what one thread's unlock hands to
 // the next thread's lock, and would report every guarded member as a
-// race. These take the place of absl::MutexLock and Mutex::Await*: the
+// race. These take the place of absl::MutexLock and Mutex::Await: the
 // same locking, plus the edges TSan needs (on the mutex's address: release
 // before it is given up, acquire once it is held again). They cost nothing
 // in a build without TSan.
@@ -11,7 +11,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "common/grpc_handoff.h"
 
 namespace trl {
@@ -34,14 +33,14 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
   absl::Mutex* const mutex_;
 };
 
-// Mutex::AwaitWithTimeout: gives `mutex` up until `predicate()` holds or
-// `timeout` passed; returns whether it holds. absl evaluates `predicate`
-// with `mutex` held, but inside Await (or in the thread that unlocks), and
-// gives the mutex up there when it is false: so the edges are drawn around
-// each evaluation too.
+// Mutex::Await: gives `mutex` up until `predicate()` holds. absl evaluates
+// `predicate` with `mutex` held, but inside Await (or in the thread that
+// unlocks), and gives the mutex up there when it is false: so the edges
+// are drawn around each evaluation too. There is no timed form here on
+// purpose: absl's timed waits follow the wall clock; a timed wait is
+// MonotonicCondVar's (common/monotonic_cond_var.h).
 template <typename Predicate>
-bool AwaitWithTimeout(absl::Mutex* mutex, const Predicate& predicate,
-                      absl::Duration timeout)
+void Await(absl::Mutex* mutex, const Predicate& predicate)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
   auto seen = [mutex, &predicate]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     TakeFromGrpc(mutex);
@@ -50,16 +49,8 @@ bool AwaitWithTimeout(absl::Mutex* mutex, const Predicate& predicate,
     return holds;
   };
   HandToGrpc(mutex);
-  const bool held = mutex->AwaitWithTimeout(absl::Condition(&seen), timeout);
+  mutex->Await(absl::Condition(&seen));
   TakeFromGrpc(mutex);
-  return held;
-}
-
-// Mutex::Await: without a timeout.
-template <typename Predicate>
-void Await(absl::Mutex* mutex, const Predicate& predicate)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
-  AwaitWithTimeout(mutex, predicate, absl::InfiniteDuration());
 }
 
 }  // namespace trl

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/logging.h"
+#include "common/tsan_visible_mutex.h"
 
 namespace trl {
 
@@ -307,10 +308,10 @@ ConnectionGovernor::ConnectionGovernor(
 
 ConnectionGovernor::~ConnectionGovernor() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stop_ = true;
   }
-  wakeup_.notify_all();
+  wakeup_.NotifyAll();
   thread_.join();
 }
 
@@ -341,10 +342,15 @@ int ConnectionGovernor::Enforce(std::optional<uint64_t> passive_opens) {
 }
 
 void ConnectionGovernor::Run() {
-  std::unique_lock<std::mutex> lock(mutex_);
   auto wait = interval_;
-  while (!wakeup_.wait_for(lock, wait, [this] { return stop_; })) {
-    lock.unlock();
+  while (true) {
+    {
+      MutexLock lock(&mutex_);
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return stop_;
+      };
+      if (wakeup_.WaitFor(&mutex_, wait, stopping)) return;
+    }
     // Read before the look: what is accepted during it is seen next time.
     const std::optional<uint64_t> passive_opens = passive_opens_.Read();
     int closed = 0;
@@ -377,7 +383,6 @@ void ConnectionGovernor::Run() {
     }
     flooded_ = closed > 0;
     wait = closed > 0 ? std::chrono::milliseconds(20) : interval_;
-    lock.lock();
   }
 }
 

@@ -23,17 +23,18 @@
 #include <dirent.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/monotonic_cond_var.h"
 #include "coordinator/governor_schedule.h"
 #include "coordinator/socket_diag.h"
 #include "coordinator/tcp_passive_opens.h"
@@ -163,13 +164,11 @@ class ConnectionGovernor {
   bool flooded_ = false;  // the last round cut something
   std::chrono::steady_clock::time_point last_trim_;
   std::chrono::steady_clock::time_point last_report_;
-  // A std::mutex, not an absl::Mutex: its timed wait must follow the
-  // monotonic clock. absl's (20220623) sleeps until a wall-clock deadline,
-  // so a clock stepped back by X would hold the governor's next look for X
-  // (and the nemesis suite's clock shift, +1 h, for an hour).
-  std::mutex mutex_;
-  std::condition_variable wakeup_;
-  bool stop_ = false;
+  // The wait between looks follows the monotonic clock: a clock step must
+  // not hold the governor's next look (common/monotonic_cond_var.h).
+  absl::Mutex mutex_;
+  MonotonicCondVar wakeup_;
+  bool stop_ ABSL_GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };
 

@@ -7,10 +7,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"

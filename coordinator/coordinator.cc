@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
 #include "common/tsan_visible_mutex.h"
 
 namespace trl {
@@ -47,6 +46,7 @@ Coordinator::~Coordinator() {
     MutexLock lock(&mutex_);
     ending_ = true;
   }
+  changed_.NotifyAll();
   owner_.join();
   // slow_work_ (destroyed next) runs whatever is still queued.
 }
@@ -55,6 +55,7 @@ bool Coordinator::Post(std::function<void()> event) const {
   MutexLock lock(&mutex_);
   if (owner_ended_) return false;
   events_.push_back(Event{std::move(event)});
+  changed_.NotifyAll();
   return true;
 }
 
@@ -91,11 +92,7 @@ void Coordinator::RunOwner() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
         return !events_.empty() || ending_;
       };
-      const auto wait = next_tick - std::chrono::steady_clock::now();
-      AwaitWithTimeout(
-          &mutex_, ready,
-          absl::FromChrono(std::max<std::chrono::steady_clock::duration>(
-              wait, std::chrono::steady_clock::duration::zero())));
+      changed_.WaitUntil(&mutex_, next_tick, ready);
       if (ending_ && events_.empty()) {
         owner_ended_ = true;
         return;
@@ -124,7 +121,9 @@ void Coordinator::RunOwner() {
 void Coordinator::PublishOutcome() {
   const std::optional<JobOutcome>& outcome = core_.outcome();
   MutexLock lock(&mutex_);
-  if (outcome.has_value() != outcome_.has_value()) outcome_ = outcome;
+  if (outcome.has_value() == outcome_.has_value()) return;
+  outcome_ = outcome;
+  changed_.NotifyAll();
 }
 
 bool Coordinator::OnMessage(AgentLink* link, pb::AgentMessage message) {
@@ -136,6 +135,7 @@ bool Coordinator::OnMessage(AgentLink* link, pb::AgentMessage message) {
                             core_.OnMessage(link, message);
                           },
                           link, bytes});
+  changed_.NotifyAll();
   StreamQueue& stream = streams_[link];
   stream.events += 1;
   stream.bytes += bytes;
@@ -301,10 +301,7 @@ std::optional<JobOutcome> Coordinator::WaitForOutcome(
   auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return outcome_.has_value();
   };
-  AwaitWithTimeout(&mutex_, ended,
-                   absl::FromChrono(std::max<TimePoint::duration>(
-                       deadline - std::chrono::steady_clock::now(),
-                       TimePoint::duration::zero())));
+  changed_.WaitUntil(&mutex_, deadline, ended);
   return outcome_;
 }
 

@@ -34,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/monotonic_cond_var.h"
 #include "coordinator/coordinator_core.h"
 #include "coordinator/serial_worker.h"
 
@@ -166,6 +167,10 @@ class Coordinator {
   const Clock clock_;
 
   mutable absl::Mutex mutex_;
+  // Notified when events_, ending_ or outcome_ change: the owner's wait
+  // for its next event or tick, and WaitForOutcome, follow the monotonic
+  // clock (common/monotonic_cond_var.h says why not absl's timed wait).
+  mutable MonotonicCondVar changed_;
   mutable std::deque<Event> events_ ABSL_GUARDED_BY(mutex_);
   const EventQueueCaps caps_;
   std::unordered_map<const AgentLink*, StreamQueue> streams_

@@ -3,18 +3,20 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/auth_token.h"
 #include "common/grpc_handoff.h"
 #include "common/logging.h"
+#include "common/monotonic_cond_var.h"
+#include "common/tsan_visible_mutex.h"
 #include "coordinator/connection_limits.h"
 #include "proto/trl_launch.grpc.pb.h"
 
@@ -55,10 +57,10 @@ class StoreService::Impl : public pb::Store::CallbackService {
 
   ~Impl() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       stopping_ = true;
     }
-    changed_.notify_all();
+    timer_wakeup_.NotifyAll();
     timer_.join();
   }
 
@@ -73,7 +75,7 @@ class StoreService::Impl : public pb::Store::CallbackService {
     }
     std::vector<RendezvousStore::Completion> done;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       store_.OpenGeneration(job_id, generation, *token);
       done = store_.TakeCompletions();
       authenticated_peers_.clear();  // proven for the generation that ended
@@ -88,7 +90,7 @@ class StoreService::Impl : public pb::Store::CallbackService {
     absl::Status status;
     std::vector<RendezvousStore::Completion> done;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       status = store_.Set(CallerOf(*context, request->scope()), request->key(),
                           request->value());
       done = store_.TakeCompletions();
@@ -103,7 +105,7 @@ class StoreService::Impl : public pb::Store::CallbackService {
     absl::StatusOr<int64_t> sum;
     std::vector<RendezvousStore::Completion> done;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       sum = store_.Add(CallerOf(*context, request->scope()), request->key(),
                        request->delta());
       done = store_.TakeCompletions();
@@ -118,12 +120,12 @@ class StoreService::Impl : public pb::Store::CallbackService {
                                 pb::StoreGetReply* reply) override;
 
   std::set<std::string> AuthenticatedPeers() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     return authenticated_peers_;
   }
 
   bool IsCurrentToken(const std::string& token) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     return store_.IsCurrentToken(token);
   }
 
@@ -136,7 +138,7 @@ class StoreService::Impl : public pb::Store::CallbackService {
     // generation's: its connection is proven (connection_limits.h).
     if (status.code() != absl::StatusCode::kUnauthenticated &&
         status.code() != absl::StatusCode::kPermissionDenied) {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (authenticated_peers_.size() < kMaxAuthenticatedPeers) {
         authenticated_peers_.insert(PeerFromGrpc(context->peer()));
       }
@@ -156,16 +158,17 @@ class StoreService::Impl : public pb::Store::CallbackService {
   void Deliver(std::vector<RendezvousStore::Completion> done);
   void ExpireLoop();
 
-  // A std::mutex, not an absl::Mutex: ExpireLoop's timed wait must follow
-  // the monotonic clock (absl's, 20220623, sleeps until a wall-clock
-  // deadline: a clock step would hold or hurry the waits' expiry).
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  RendezvousStore store_;
+  absl::Mutex mutex_;
+  RendezvousStore store_ ABSL_GUARDED_BY(mutex_);
   static constexpr size_t kMaxAuthenticatedPeers = 1 << 20;
-  std::set<std::string> authenticated_peers_;
-  std::map<RendezvousStore::WaiterId, Wait*> waits_;
-  bool stopping_ = false;
+  std::set<std::string> authenticated_peers_ ABSL_GUARDED_BY(mutex_);
+  std::map<RendezvousStore::WaiterId, Wait*> waits_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  // ExpireLoop sleeps until the store's next deadline, on the monotonic
+  // clock (a clock step must neither hold nor hurry the waits' expiry);
+  // a new wait (whose deadline may come first) or the end wakes it.
+  MonotonicCondVar timer_wakeup_;
+  uint64_t timer_wakeups_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread timer_;
 };
 
@@ -185,7 +188,7 @@ class StoreService::Impl::Wait : public grpc::ServerUnaryReactor {
     TakeFromGrpc(this);
     bool mine = false;
     {
-      std::lock_guard<std::mutex> lock(owner_->mutex_);
+      MutexLock lock(&owner_->mutex_);
       auto found = owner_->waits_.find(id_);
       if (found != owner_->waits_.end() && found->second == this) {
         owner_->waits_.erase(found);
@@ -220,12 +223,13 @@ grpc::ServerUnaryReactor* StoreService::Impl::Get(
   std::vector<RendezvousStore::Completion> done;
   absl::Status refused;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     auto id = store_.Wait(CallerOf(*context, request->scope()), std::move(keys),
                           request->want_values(), deadline);
     if (id.ok()) {
       wait->id_ = *id;
       waits_[*id] = wait;
+      ++timer_wakeups_;
     } else {
       refused = id.status();
     }
@@ -235,7 +239,7 @@ grpc::ServerUnaryReactor* StoreService::Impl::Get(
   if (!refused.ok()) {
     wait->Finish(ToGrpc(refused));
   } else {
-    changed_.notify_all();  // a new deadline for the timer
+    timer_wakeup_.NotifyAll();  // a new deadline for the timer
   }
   Deliver(std::move(done));
   return wait;
@@ -245,7 +249,7 @@ void StoreService::Impl::Deliver(
     std::vector<RendezvousStore::Completion> done) {
   std::vector<std::pair<Wait*, RendezvousStore::Completion>> mine;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (auto& completion : done) {
       auto found = waits_.find(completion.id);
       if (found == waits_.end()) continue;
@@ -257,21 +261,27 @@ void StoreService::Impl::Deliver(
 }
 
 void StoreService::Impl::ExpireLoop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    const auto next = store_.NextDeadline();
-    if (next) {
-      changed_.wait_until(lock, *next);
-    } else {
-      changed_.wait(lock);
+  while (true) {
+    std::vector<RendezvousStore::Completion> done;
+    {
+      MutexLock lock(&mutex_);
+      const uint64_t seen = timer_wakeups_;
+      auto woken = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return stopping_ || timer_wakeups_ != seen;
+      };
+      const auto next = store_.NextDeadline();
+      bool deadline_passed = false;
+      if (next) {
+        deadline_passed = !timer_wakeup_.WaitUntil(&mutex_, *next, woken);
+      } else {
+        timer_wakeup_.Wait(&mutex_, woken);
+      }
+      if (stopping_) return;
+      if (!deadline_passed) continue;  // a new wait: its deadline may be next
+      store_.Expire(std::chrono::steady_clock::now());
+      done = store_.TakeCompletions();
     }
-    if (stopping_) break;
-    store_.Expire(std::chrono::steady_clock::now());
-    auto done = store_.TakeCompletions();
-    if (done.empty()) continue;
-    lock.unlock();
-    Deliver(std::move(done));
-    lock.lock();
+    if (!done.empty()) Deliver(std::move(done));
   }
 }
 
