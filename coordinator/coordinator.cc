@@ -59,19 +59,29 @@ bool Coordinator::Post(std::function<void()> event) const {
   return true;
 }
 
+bool Coordinator::PostAhead(std::function<void()> event) const {
+  MutexLock lock(&mutex_);
+  if (owner_ended_) return false;
+  ahead_.push_back(Event{std::move(event)});
+  ahead_waiting_.store(true, std::memory_order_release);
+  changed_.NotifyAll();
+  return true;
+}
+
 template <typename Query>
-auto Coordinator::Ask(Query query) const -> decltype(query()) {
+auto Coordinator::Ask(Query query, bool ahead) const -> decltype(query()) {
   using Answer = decltype(query());
   // Asked by the owner itself (an event's handler calling out to code that
   // asks again): it would wait for itself.
   if (std::this_thread::get_id() == owner_id_.load()) return query();
   std::optional<Answer> answer;
   absl::Notification answered;
-  const bool posted = Post([&] {
+  auto answer_it = [&] {
     answer.emplace(query());
     HandToGrpc(&answer);  // TSan cannot see through absl::Notification
     answered.Notify();
-  });
+  };
+  const bool posted = ahead ? PostAhead(answer_it) : Post(answer_it);
   if (!posted) {
     // The owner has ended (the coordinator is being destroyed): nothing
     // else runs the core now.
@@ -90,16 +100,18 @@ void Coordinator::RunOwner() {
     {
       MutexLock lock(&mutex_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-        return !events_.empty() || ending_;
+        return !events_.empty() || !ahead_.empty() || ending_;
       };
       changed_.WaitUntil(&mutex_, next_tick, ready);
-      if (ending_ && events_.empty()) {
+      if (ending_ && events_.empty() && ahead_.empty()) {
         owner_ended_ = true;
         return;
       }
       batch.swap(events_);
     }
+    RunAhead();
     for (const Event& event : batch) {
+      RunAhead();
       event.run();
       if (event.stream != nullptr) Handled(event);
     }
@@ -116,6 +128,17 @@ void Coordinator::RunOwner() {
     }
     PublishOutcome();
   }
+}
+
+void Coordinator::RunAhead() {
+  if (!ahead_waiting_.load(std::memory_order_acquire)) return;
+  std::deque<Event> ahead;
+  {
+    MutexLock lock(&mutex_);
+    ahead.swap(ahead_);
+    ahead_waiting_.store(false, std::memory_order_relaxed);
+  }
+  for (const Event& event : ahead) event.run();
 }
 
 void Coordinator::PublishOutcome() {
@@ -216,7 +239,7 @@ void Coordinator::Forget(const AgentLink* link) {
 EventQueueStats Coordinator::QueueStats() const {
   MutexLock lock(&mutex_);
   EventQueueStats stats = queue_;
-  stats.queued_all = events_.size();
+  stats.queued_all = events_.size() + ahead_.size();
   return stats;
 }
 
@@ -261,7 +284,8 @@ void Coordinator::OnDisconnected(AgentLink* link) {
 
 std::vector<Coordinator::DatagramReply> Coordinator::OnHeartbeatDatagrams(
     const std::vector<std::string_view>& datagrams) {
-  return Ask([&] { return core_.OnHeartbeatDatagrams(datagrams); });
+  return Ask([&] { return core_.OnHeartbeatDatagrams(datagrams); },
+             /*ahead=*/true);
 }
 
 pb::JobStatus Coordinator::Status() const {

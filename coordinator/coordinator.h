@@ -109,6 +109,8 @@ class Coordinator {
 
   // Queries: answered by the owner between events; the caller waits (the
   // owner itself, asking from inside an event, is answered at once).
+  // A batch of heartbeat datagrams goes ahead of everything queued: it is
+  // answered after the event the owner is running (see ahead_).
   std::vector<DatagramReply> OnHeartbeatDatagrams(
       const std::vector<std::string_view>& datagrams);
   trl::launch::v1::JobStatus Status() const;
@@ -149,6 +151,8 @@ class Coordinator {
   // Queues `event` for the owner. Once the owner has ended, runs nothing
   // and returns false.
   bool Post(std::function<void()> event) const;
+  // The same, ahead of everything queued (ahead_).
+  bool PostAhead(std::function<void()> event) const;
   // On the owner, after an agent's message ran: takes it off its stream's
   // share, and resumes the streams that may read again.
   void Handled(const Event& event) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -157,8 +161,10 @@ class Coordinator {
   bool TotalUnderHalf() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Runs `query` on the owner and returns its result.
   template <typename Query>
-  auto Ask(Query query) const -> decltype(query());
+  auto Ask(Query query, bool ahead = false) const -> decltype(query());
   void RunOwner();
+  // On the owner, between two events: runs what was posted ahead.
+  void RunAhead();
   // What the owner publishes after each event (for WaitForOutcome).
   void PublishOutcome() ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -172,6 +178,15 @@ class Coordinator {
   // clock (common/monotonic_cond_var.h says why not absl's timed wait).
   mutable MonotonicCondVar changed_;
   mutable std::deque<Event> events_ ABSL_GUARDED_BY(mutex_);
+  // The lane ahead of events_, for heartbeat datagrams only: the owner
+  // looks at it before each event, so a batch waits for one event, not
+  // for the queue (at 16,384 agents, thousands of messages: the socket's
+  // buffer filled and acks were lost). The one UDP thread asks and waits
+  // for its answer, so the lane holds at most one batch (64 datagrams):
+  // a flood of datagrams can delay each queued event by one batch, no
+  // more. ahead_waiting_ is the owner's cheap look.
+  mutable std::deque<Event> ahead_ ABSL_GUARDED_BY(mutex_);
+  mutable std::atomic<bool> ahead_waiting_{false};
   const EventQueueCaps caps_;
   std::unordered_map<const AgentLink*, StreamQueue> streams_
       ABSL_GUARDED_BY(mutex_);

@@ -357,5 +357,49 @@ TEST_F(CoordinatorQueueTest, ACoordinatorWithPausedStreamsEnds) {
   EXPECT_EQ(flooder2_.resumes(), 1);
 }
 
+// Heartbeat datagrams (the UDP thread's batches) go ahead of agents'
+// queued messages: at 16,384 agents a batch waited behind thousands of
+// stream messages, the socket's buffer filled, acks were dropped and the
+// agents fell back to heartbeats on their streams, which queued more.
+// Here the owner is held with 200 slow messages queued behind it: the
+// batch is answered after the one that holds it, not after all 200.
+TEST_F(CoordinatorQueueTest, HeartbeatDatagramsGoAheadOfQueuedMessages) {
+  EventQueueCaps caps;
+  caps.stream_events = 1000;
+  Start(caps);
+  std::atomic<int> slow_handled{0};
+  core_->OnRegistered([this, &slow_handled](int machine_rank, AgentLink*) {
+    if (machine_rank == 0) {
+      gate_.Hold();
+      return;
+    }
+    std::this_thread::sleep_for(milliseconds(2));
+    ++slow_handled;
+  });
+  core_->OnMessage(&a_, Registration(options_, 0, 3000));
+  ASSERT_TRUE(gate_.HeldWithin(seconds(5)));
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(core_->OnMessage(&b_, Registration(options_, 1, 3000)));
+  }
+  std::atomic<int> handled_when_answered{-1};
+  auto answered = std::async(std::launch::async, [&] {
+    const std::string not_a_heartbeat = "x";
+    core_->OnHeartbeatDatagrams({not_a_heartbeat});
+    handled_when_answered = slow_handled.load();
+  });
+  // Queued (the owner is still held), then let go.
+  std::this_thread::sleep_for(milliseconds(100));
+  gate_.Open();
+  ASSERT_EQ(answered.wait_for(seconds(10)), std::future_status::ready);
+  EXPECT_LE(handled_when_answered, 1)
+      << "the datagrams waited behind the queued messages";
+  const auto give_up = std::chrono::steady_clock::now() + seconds(10);
+  while (slow_handled < 200 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(slow_handled, 200);  // and nothing queued was lost
+  core_->OnRegistered(nullptr);
+}
+
 }  // namespace
 }  // namespace trl
