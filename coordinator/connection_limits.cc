@@ -64,12 +64,40 @@ std::vector<uint64_t> ConnectionsToCut(
 }
 
 int UnprovenConnectionCap(uint64_t open_files_limit, int proven, int ports) {
-  constexpr int64_t kReserve = 1024;
   const int64_t limit = static_cast<int64_t>(
       std::min<uint64_t>(open_files_limit, uint64_t{1} << 30));
-  const int64_t left = limit - std::max(proven, 0) - kReserve;
+  const int64_t left = limit - std::max(proven, 0) - kDescriptorReserve;
   const int64_t share = left / 2 / std::max(ports, 1);
-  return static_cast<int>(std::clamp<int64_t>(share, 128, 65536));
+  return static_cast<int>(
+      std::clamp<int64_t>(share, kLeastUnprovenShare, 65536));
+}
+
+std::optional<std::string> DescriptorLimitWarning(uint64_t open_files_limit,
+                                                  int num_machines, int ports) {
+  const uint64_t machines = static_cast<uint64_t>(std::max(num_machines, 0));
+  const uint64_t job_needs =
+      machines + kDescriptorReserve +
+      2 * kLeastUnprovenShare * static_cast<uint64_t>(std::max(ports, 1));
+  const bool flood_could_stop_accepting = open_files_limit < 16384;
+  const bool agents_could_be_cut = open_files_limit < job_needs;
+  if (!flood_could_stop_accepting && !agents_could_be_cut) return std::nullopt;
+  const uint64_t advice =
+      std::max<uint64_t>(65536, 2 * (machines + kDescriptorReserve));
+  std::string why;
+  if (agents_could_be_cut) {
+    why = absl::StrCat("too few for ", machines,
+                       " agents' connections and room for new ones");
+  }
+  if (flood_could_stop_accepting) {
+    absl::StrAppend(&why, why.empty() ? "" : "; ",
+                    "a flood of connections could stop the coordinator "
+                    "from accepting agents");
+  }
+  return absl::StrCat("this process may open only ", open_files_limit,
+                      " files: ", why,
+                      ". Raise the limit (ulimit -Hn, systemd LimitNOFILE=) "
+                      "to ",
+                      advice, " or more");
 }
 
 std::vector<uint64_t> ConnectionsToCutOnPorts(

@@ -61,6 +61,19 @@ struct ConnectionLimits {
 // the reserve, however many proved themselves. At 20,000 descriptors and
 // two ports: 4,744 with none proven, 648 with 16,384 agents registered.
 int UnprovenConnectionCap(uint64_t open_files_limit, int proven, int ports);
+// UnprovenConnectionCap's reserve and least share.
+inline constexpr int64_t kDescriptorReserve = 1024;
+inline constexpr int kLeastUnprovenShare = 128;
+
+// What the coordinator says at start when its descriptor limit is low, or
+// nothing. Two ways to be low: under 16,384, gRPC 1.51 stops listening
+// for good when an accept fails for want of descriptors, so a flood that
+// outruns the caps could leave agents unable to connect; and under what
+// `num_machines` agents' connections, the reserve and the least share of
+// unproven ones on each of `ports` take, the job's own agents would be
+// cut. The advice is one figure: 65536, or twice the job's need if more.
+std::optional<std::string> DescriptorLimitWarning(uint64_t open_files_limit,
+                                                  int num_machines, int ports);
 
 // What to cut on all the governed ports at one look: `by_port` holds each
 // port's connections; the total of each is UnprovenConnectionCap with the

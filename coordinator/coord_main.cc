@@ -391,29 +391,13 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   if (store_server) governed_ports.push_back(store_server->port());
   rlimit open_files{};
   getrlimit(RLIMIT_NOFILE, &open_files);
-  if (open_files.rlim_cur != RLIM_INFINITY && open_files.rlim_cur < 16384) {
-    // gRPC 1.51 stops listening for good when an accept fails for want of
-    // descriptors: a flood that outruns the caps below (they look five
-    // times a second while connections are accepted) would leave agents
-    // unable to reach this port.
-    log->warn(
-        "this process may open only {} files (the hard limit): a flood of "
-        "connections could stop the coordinator from accepting agents; "
-        "raise it (ulimit -Hn, systemd LimitNOFILE=) to 65536 or more",
-        static_cast<uint64_t>(open_files.rlim_cur));
-  }
   const uint64_t descriptors = open_files.rlim_cur == RLIM_INFINITY
                                    ? uint64_t{1} << 30
                                    : static_cast<uint64_t>(open_files.rlim_cur);
-  const int ports = static_cast<int>(governed_ports.size());
-  if (descriptors < static_cast<uint64_t>(config->num_machines) + 1024 +
-                        2 * 128 * static_cast<uint64_t>(ports)) {
-    log->warn(
-        "this process may open only {} files, too few for {} agents' "
-        "connections and room for new ones: raise the limit (ulimit -Hn, "
-        "systemd LimitNOFILE=) to {} or more",
-        descriptors, config->num_machines,
-        2 * (static_cast<uint64_t>(config->num_machines) + 1024));
+  if (const auto warning = trl::DescriptorLimitWarning(
+          descriptors, config->num_machines,
+          static_cast<int>(governed_ports.size()))) {
+    log->warn("{}", *warning);
   }
   // Unproven connections: half of what the proven ones leave of the
   // descriptors, shared between the ports (connection_limits.h).

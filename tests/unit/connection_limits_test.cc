@@ -113,6 +113,39 @@ TEST(ConnectionLimitsTest, TheUnprovenCapLeavesTheJobsAgentsTheirDescriptors) {
   EXPECT_EQ(UnprovenConnectionCap(uint64_t{1} << 40, 8, 1), 65536);
 }
 
+// One warning at start, naming every way the limit is low, with one
+// figure to raise it to.
+TEST(ConnectionLimitsTest, ALowDescriptorLimitIsOneWarningWithOneFigure) {
+  EXPECT_EQ(DescriptorLimitWarning(65536, 4096, 2), std::nullopt);
+  EXPECT_EQ(DescriptorLimitWarning(20000, 16384, 2), std::nullopt);
+  // Enough for the job, but under 16,384: a flood could stop accepts.
+  const auto low = DescriptorLimitWarning(4096, 8, 2);
+  ASSERT_TRUE(low.has_value());
+  EXPECT_NE(low->find("only 4096 files"), std::string::npos) << *low;
+  EXPECT_NE(low->find("could stop the coordinator from accepting agents"),
+            std::string::npos)
+      << *low;
+  EXPECT_EQ(low->find("too few"), std::string::npos) << *low;
+  EXPECT_NE(low->find("to 65536 or more"), std::string::npos) << *low;
+  // Too few for a job's own agents (16,384 + 1024 + 2 x 2 x 128 > 17,000),
+  // and the advice is twice what the job needs.
+  const auto cut = DescriptorLimitWarning(17000, 16384, 2);
+  ASSERT_TRUE(cut.has_value());
+  EXPECT_NE(cut->find("too few for 16384 agents' connections"),
+            std::string::npos)
+      << *cut;
+  EXPECT_EQ(cut->find("could stop"), std::string::npos) << *cut;
+  EXPECT_NE(cut->find("to 65536 or more"), std::string::npos) << *cut;
+  const auto big = DescriptorLimitWarning(40000, 65536, 1);
+  ASSERT_TRUE(big.has_value());
+  EXPECT_NE(big->find("to 133120 or more"), std::string::npos) << *big;
+  // Both at once: one line.
+  const auto both = DescriptorLimitWarning(1024, 4096, 2);
+  ASSERT_TRUE(both.has_value());
+  EXPECT_NE(both->find("too few"), std::string::npos) << *both;
+  EXPECT_NE(both->find("could stop"), std::string::npos) << *both;
+}
+
 TEST(ConnectionLimitsTest, GrpcPeerNamesMatchTheKernels) {
   EXPECT_EQ(PeerFromGrpc("ipv4:10.0.0.2:41234"), "10.0.0.2:41234");
   EXPECT_EQ(PeerFromGrpc("ipv6:%5B::1%5D:41234"), "[::1]:41234");
