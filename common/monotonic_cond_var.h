@@ -16,6 +16,7 @@
 #ifndef TRL_COMMON_MONOTONIC_COND_VAR_H_
 #define TRL_COMMON_MONOTONIC_COND_VAR_H_
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 
@@ -44,8 +45,11 @@ class MonotonicCondVar {
   bool WaitFor(absl::Mutex* mutex, std::chrono::nanoseconds timeout,
                const Predicate& predicate)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
-    return WaitUntil(mutex, std::chrono::steady_clock::now() + timeout,
-                     predicate);
+    // A year at most: now() + a huge timeout would overflow.
+    const std::chrono::nanoseconds longest = std::chrono::hours(24 * 365);
+    return WaitUntil(
+        mutex, std::chrono::steady_clock::now() + std::min(timeout, longest),
+        predicate);
   }
 
   template <typename Predicate>

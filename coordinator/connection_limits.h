@@ -71,7 +71,8 @@ inline constexpr int kLeastUnprovenShare = 128;
 // outruns the caps could leave agents unable to connect; and under what
 // `num_machines` agents' connections, the reserve and the least share of
 // unproven ones on each of `ports` take, the job's own agents would be
-// cut. The advice is one figure: 65536, or twice the job's need if more.
+// cut. The advice is one figure: 65536, or twice the agents' connections
+// and the reserve if more.
 std::optional<std::string> DescriptorLimitWarning(uint64_t open_files_limit,
                                                   int num_machines, int ports);
 

@@ -46,7 +46,7 @@ Coordinator::~Coordinator() {
     MutexLock lock(&mutex_);
     ending_ = true;
   }
-  changed_.NotifyAll();
+  owner_wakeup_.NotifyAll();
   owner_.join();
   // slow_work_ (destroyed next) runs whatever is still queued.
 }
@@ -54,17 +54,19 @@ Coordinator::~Coordinator() {
 bool Coordinator::Post(std::function<void()> event) const {
   MutexLock lock(&mutex_);
   if (owner_ended_) return false;
+  const bool owner_may_wait = OwnerHasNothingQueued();
   events_.push_back(Event{std::move(event)});
-  changed_.NotifyAll();
+  if (owner_may_wait) owner_wakeup_.NotifyAll();
   return true;
 }
 
 bool Coordinator::PostAhead(std::function<void()> event) const {
   MutexLock lock(&mutex_);
   if (owner_ended_) return false;
+  const bool owner_may_wait = OwnerHasNothingQueued();
   ahead_.push_back(Event{std::move(event)});
   ahead_waiting_.store(true, std::memory_order_release);
-  changed_.NotifyAll();
+  if (owner_may_wait) owner_wakeup_.NotifyAll();
   return true;
 }
 
@@ -102,7 +104,7 @@ void Coordinator::RunOwner() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
         return !events_.empty() || !ahead_.empty() || ending_;
       };
-      changed_.WaitUntil(&mutex_, next_tick, ready);
+      owner_wakeup_.WaitUntil(&mutex_, next_tick, ready);
       if (ending_ && events_.empty() && ahead_.empty()) {
         owner_ended_ = true;
         return;
@@ -146,7 +148,7 @@ void Coordinator::PublishOutcome() {
   MutexLock lock(&mutex_);
   if (outcome.has_value() == outcome_.has_value()) return;
   outcome_ = outcome;
-  changed_.NotifyAll();
+  outcome_published_.NotifyAll();
 }
 
 bool Coordinator::OnMessage(AgentLink* link, pb::AgentMessage message) {
@@ -154,11 +156,12 @@ bool Coordinator::OnMessage(AgentLink* link, pb::AgentMessage message) {
   const bool on_owner = std::this_thread::get_id() == owner_id_.load();
   MutexLock lock(&mutex_);
   if (owner_ended_) return true;  // dropped: the job is over
+  const bool owner_may_wait = OwnerHasNothingQueued();
   events_.push_back(Event{[this, link, message = std::move(message)] {
                             core_.OnMessage(link, message);
                           },
                           link, bytes});
-  changed_.NotifyAll();
+  if (owner_may_wait) owner_wakeup_.NotifyAll();
   StreamQueue& stream = streams_[link];
   stream.events += 1;
   stream.bytes += bytes;
@@ -181,6 +184,10 @@ bool Coordinator::OnMessage(AgentLink* link, pb::AgentMessage message) {
   queue_.paused_streams += 1;
   queue_.pauses += 1;
   return false;
+}
+
+bool Coordinator::OwnerHasNothingQueued() const {
+  return events_.empty() && ahead_.empty();
 }
 
 bool Coordinator::TotalUnderHalf() const {
@@ -325,7 +332,7 @@ std::optional<JobOutcome> Coordinator::WaitForOutcome(
   auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return outcome_.has_value();
   };
-  changed_.WaitUntil(&mutex_, deadline, ended);
+  outcome_published_.WaitUntil(&mutex_, deadline, ended);
   return outcome_;
 }
 

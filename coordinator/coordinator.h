@@ -159,6 +159,7 @@ class Coordinator {
   // On the owner, once `link`'s stream ended: nothing resumes it now.
   void Forget(const AgentLink* link) ABSL_LOCKS_EXCLUDED(mutex_);
   bool TotalUnderHalf() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool OwnerHasNothingQueued() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Runs `query` on the owner and returns its result.
   template <typename Query>
   auto Ask(Query query, bool ahead = false) const -> decltype(query());
@@ -173,10 +174,15 @@ class Coordinator {
   const Clock clock_;
 
   mutable absl::Mutex mutex_;
-  // Notified when events_, ending_ or outcome_ change: the owner's wait
-  // for its next event or tick, and WaitForOutcome, follow the monotonic
-  // clock (common/monotonic_cond_var.h says why not absl's timed wait).
-  mutable MonotonicCondVar changed_;
+  // The owner's wait for its next event or tick and WaitForOutcome follow
+  // the monotonic clock (common/monotonic_cond_var.h says why not absl's
+  // timed wait). owner_wakeup_ is notified when ending_ is set and when
+  // an event is queued while none was (the owner waits only then: one
+  // wake-up per batch, not per event); outcome_published_ when outcome_
+  // changes (coord_main's thread waits on it for the whole job, and must
+  // not be woken by every event).
+  mutable MonotonicCondVar owner_wakeup_;
+  mutable MonotonicCondVar outcome_published_;
   mutable std::deque<Event> events_ ABSL_GUARDED_BY(mutex_);
   // The lane ahead of events_, for heartbeat datagrams only: the owner
   // looks at it before each event, so a batch waits for one event, not

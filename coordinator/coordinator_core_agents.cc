@@ -206,12 +206,14 @@ CoordinatorCore::OnHeartbeatDatagrams(
       refused = "not a heartbeat";
     } else if (agent == nullptr) {
       refused = "no registered stream has its session";
+    } else if (beat->counter <= agent->udp_counter) {
+      // Before the MAC: a replayed datagram (captured on the network) is
+      // refused without one, and a low counter is refused either way.
+      refused = "replayed";
     } else if (static_cast<int64_t>(beat->machine_rank) !=
                    agent->machine_rank ||
                !HeartbeatSignedWith(datagrams[i], *agent->udp_key)) {
       refused = "bad signature";
-    } else if (beat->counter <= agent->udp_counter) {
-      refused = "replayed";
     }
     if (refused != nullptr) {
       // Logged once: a flood of bad datagrams must not flood the log.

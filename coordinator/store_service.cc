@@ -270,14 +270,15 @@ void StoreService::Impl::ExpireLoop() {
         return stopping_ || timer_wakeups_ != seen;
       };
       const auto next = store_.NextDeadline();
-      bool deadline_passed = false;
       if (next) {
-        deadline_passed = !timer_wakeup_.WaitUntil(&mutex_, *next, woken);
+        timer_wakeup_.WaitUntil(&mutex_, *next, woken);
       } else {
         timer_wakeup_.Wait(&mutex_, woken);
       }
       if (stopping_) return;
-      if (!deadline_passed) continue;  // a new wait: its deadline may be next
+      // By the clock, not by why the wait ended: during a storm of Gets
+      // (each one wakes this) a passed deadline is still expired.
+      if (!next || std::chrono::steady_clock::now() < *next) continue;
       store_.Expire(std::chrono::steady_clock::now());
       done = store_.TakeCompletions();
     }

@@ -128,7 +128,8 @@ TEST(ConnectionLimitsTest, ALowDescriptorLimitIsOneWarningWithOneFigure) {
   EXPECT_EQ(low->find("too few"), std::string::npos) << *low;
   EXPECT_NE(low->find("to 65536 or more"), std::string::npos) << *low;
   // Too few for a job's own agents (16,384 + 1024 + 2 x 2 x 128 > 17,000),
-  // and the advice is twice what the job needs.
+  // and the advice is 65536 (more than twice 16,384 + 1024); for 65,536
+  // machines it is twice 65,536 + 1024.
   const auto cut = DescriptorLimitWarning(17000, 16384, 2);
   ASSERT_TRUE(cut.has_value());
   EXPECT_NE(cut->find("too few for 16384 agents' connections"),

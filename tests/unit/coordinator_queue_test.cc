@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -361,43 +362,68 @@ TEST_F(CoordinatorQueueTest, ACoordinatorWithPausedStreamsEnds) {
 // queued messages: at 16,384 agents a batch waited behind thousands of
 // stream messages, the socket's buffer filled, acks were dropped and the
 // agents fell back to heartbeats on their streams, which queued more.
-// Here the owner is held with 200 slow messages queued behind it: the
-// batch is answered after the one that holds it, not after all 200.
+// Here the owner is held on the first of 200 messages it has already
+// taken from the queue: a batch posted then runs before the second.
 TEST_F(CoordinatorQueueTest, HeartbeatDatagramsGoAheadOfQueuedMessages) {
   EventQueueCaps caps;
   caps.stream_events = 1000;
+  // Machine 2 never registers: the job never starts, so nothing but this
+  // test's messages is queued (no generation's slow work coming back).
+  options_.config.num_machines = 3;
+  options_.config.num_processes = 3;
   Start(caps);
-  std::atomic<int> slow_handled{0};
-  core_->OnRegistered([this, &slow_handled](int machine_rank, AgentLink*) {
+  // Shared with the owner's callback, which may outlive this test's body
+  // (an ASSERT returns while registrations are still queued).
+  struct Seen {
+    Gate first_of_batch;
+    std::atomic<int> handled{0};
+    std::atomic<long> queued_at_second{-1};
+  };
+  auto seen = std::make_shared<Seen>();
+  struct OpenAtEnd {
+    Gate* gate;
+    ~OpenAtEnd() { gate->Open(); }
+  } open_at_end{&seen->first_of_batch};
+  Coordinator* const core = core_.get();
+  core_->OnRegistered([this, seen, core](int machine_rank, AgentLink*) {
     if (machine_rank == 0) {
       gate_.Hold();
       return;
     }
-    std::this_thread::sleep_for(milliseconds(2));
-    ++slow_handled;
+    const int handled = ++seen->handled;
+    if (handled == 1) seen->first_of_batch.Hold();
+    // On the owner: what is still queued, the datagrams' lane included.
+    if (handled == 2) {
+      seen->queued_at_second = static_cast<long>(core->QueueStats().queued_all);
+    }
   });
   core_->OnMessage(&a_, Registration(options_, 0, 3000));
   ASSERT_TRUE(gate_.HeldWithin(seconds(5)));
   for (int i = 0; i < 200; ++i) {
     ASSERT_TRUE(core_->OnMessage(&b_, Registration(options_, 1, 3000)));
   }
-  std::atomic<int> handled_when_answered{-1};
-  auto answered = std::async(std::launch::async, [&] {
+  // The owner takes all 200 at once and is held on the first.
+  gate_.Open();
+  ASSERT_TRUE(seen->first_of_batch.HeldWithin(seconds(5)));
+  EXPECT_EQ(core_->QueueStats().queued_all, 0u);
+  auto answered = std::async(std::launch::async, [this] {
     const std::string not_a_heartbeat = "x";
     core_->OnHeartbeatDatagrams({not_a_heartbeat});
-    handled_when_answered = slow_handled.load();
   });
-  // Queued (the owner is still held), then let go.
-  std::this_thread::sleep_for(milliseconds(100));
-  gate_.Open();
-  ASSERT_EQ(answered.wait_for(seconds(10)), std::future_status::ready);
-  EXPECT_LE(handled_when_answered, 1)
-      << "the datagrams waited behind the queued messages";
   const auto give_up = std::chrono::steady_clock::now() + seconds(10);
-  while (slow_handled < 200 && std::chrono::steady_clock::now() < give_up) {
+  while (core_->QueueStats().queued_all == 0 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  ASSERT_EQ(core_->QueueStats().queued_all, 1u);  // the datagrams' batch
+  seen->first_of_batch.Open();
+  ASSERT_EQ(answered.wait_for(seconds(10)), std::future_status::ready);
+  EXPECT_EQ(seen->queued_at_second, 0)
+      << "the datagrams waited behind the messages the owner had taken";
+  while (seen->handled < 200 && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(milliseconds(5));
   }
-  EXPECT_EQ(slow_handled, 200);  // and nothing queued was lost
+  EXPECT_EQ(seen->handled, 200);  // and nothing queued was lost
   core_->OnRegistered(nullptr);
 }
 
