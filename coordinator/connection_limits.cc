@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "common/tsan_visible_mutex.h"
 
 namespace trl {
@@ -370,6 +371,7 @@ int ConnectionGovernor::Enforce(std::optional<uint64_t> passive_opens) {
 }
 
 void ConnectionGovernor::Run() {
+  NameThisThread("trl-governor");
   auto wait = interval_;
   while (true) {
     {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/synchronization/notification.h"
+#include "common/thread_name.h"
 #include "common/tsan_visible_mutex.h"
 
 namespace trl {
@@ -95,6 +96,7 @@ auto Coordinator::Ask(Query query, bool ahead) const -> decltype(query()) {
 }
 
 void Coordinator::RunOwner() {
+  NameThisThread("trl-owner");
   owner_id_.store(std::this_thread::get_id());
   auto next_tick = std::chrono::steady_clock::now();
   while (true) {

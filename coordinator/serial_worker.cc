@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/thread_name.h"
 #include "common/tsan_visible_mutex.h"
 
 namespace trl {
@@ -22,6 +23,7 @@ void SerialWorker::Post(std::function<void()> work) {
 }
 
 void SerialWorker::Run() {
+  NameThisThread("trl-slow-work");
   while (true) {
     std::function<void()> work;
     {

@@ -16,6 +16,7 @@
 #include "common/grpc_handoff.h"
 #include "common/logging.h"
 #include "common/monotonic_cond_var.h"
+#include "common/thread_name.h"
 #include "common/tsan_visible_mutex.h"
 #include "coordinator/connection_limits.h"
 #include "proto/trl_launch.grpc.pb.h"
@@ -261,6 +262,7 @@ void StoreService::Impl::Deliver(
 }
 
 void StoreService::Impl::ExpireLoop() {
+  NameThisThread("trl-store-timer");
   while (true) {
     std::vector<RendezvousStore::Completion> done;
     {

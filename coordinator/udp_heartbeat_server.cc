@@ -13,6 +13,7 @@
 
 #include "common/heartbeat_datagram.h"
 #include "common/network.h"
+#include "common/thread_name.h"
 
 namespace trl {
 namespace {
@@ -78,6 +79,7 @@ UdpHeartbeatServer::~UdpHeartbeatServer() {
 }
 
 void UdpHeartbeatServer::Serve() {
+  NameThisThread("trl-udp-beats");
   std::array<std::array<char, kHeartbeatDatagramSize + 1>, kBatch> buffers;
   std::array<sockaddr_storage, kBatch> senders;
   std::array<iovec, kBatch> in_iov;

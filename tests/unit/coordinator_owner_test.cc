@@ -10,8 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "coordinator/coordinator.h"
@@ -213,6 +217,22 @@ TEST_F(CoordinatorOwnerTest, QueriesAfterTheJobEndedStillAnswer) {
   EXPECT_EQ(outcome->exit_code, 3);
   EXPECT_EQ(core_->Status().state(), "stopped");
   EXPECT_TRUE(core_->WaitForFarewells(std::chrono::steady_clock::now()));
+}
+
+// The owner and the slow-work thread carry names (`top -H`, `perf`), so
+// an operator can tell the owner's load from gRPC's.
+TEST_F(CoordinatorOwnerTest, TheOwnerAndTheSlowWorkThreadsAreNamed) {
+  core_->Status();  // the owner has run
+  std::set<std::string> names;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    names.insert(name);
+  }
+  EXPECT_EQ(names.count("trl-owner"), 1u);
+  EXPECT_EQ(names.count("trl-slow-work"), 1u);
 }
 
 }  // namespace
