@@ -33,24 +33,24 @@
 #include "common/tls_credentials.h"
 #include "common/trl_arguments.h"
 #include "common/worker_command.h"
-#include "coordinator/call_authenticator.h"
-#include "coordinator/connection_limits.h"
-#include "coordinator/coordinator.h"
-#include "coordinator/events_client.h"
-#include "coordinator/grpc_service.h"
-#include "coordinator/job_state_file.h"
-#include "coordinator/log_relay.h"
-#include "coordinator/logs_client.h"
-#include "coordinator/ps_client.h"
-#include "coordinator/refused_calls.h"
-#include "coordinator/rendezvous.h"
-#include "coordinator/status_http_server.h"
-#include "coordinator/status_page.h"
-#include "coordinator/status_routes.h"
-#include "coordinator/store_service.h"
-#include "coordinator/udp_heartbeat_server.h"
-#include "coordinator/ui_command.h"
-#include "coordinator/uncordon_client.h"
+#include "coordinator/access/call_authenticator.h"
+#include "coordinator/access/connection_limits.h"
+#include "coordinator/access/refused_calls.h"
+#include "coordinator/cli/events.h"
+#include "coordinator/cli/logs.h"
+#include "coordinator/cli/ps.h"
+#include "coordinator/cli/ui.h"
+#include "coordinator/cli/uncordon.h"
+#include "coordinator/owner/coordinator.h"
+#include "coordinator/ports/grpc_service.h"
+#include "coordinator/ports/log_relay.h"
+#include "coordinator/ports/udp_heartbeat_server.h"
+#include "coordinator/record/state_file.h"
+#include "coordinator/rendezvous/generation_rendezvous.h"
+#include "coordinator/rendezvous/store_service.h"
+#include "coordinator/status/http_server.h"
+#include "coordinator/status/page.h"
+#include "coordinator/status/routes.h"
 
 namespace {
 
@@ -91,7 +91,7 @@ struct StartFlags {
   trl::LaunchOptions launch;
   bool no_local_agent = false;
   std::string state_file;
-  // The status page and /metrics (status_http_server.h): -1 means
+  // The status page and /metrics (status/http_server.h): -1 means
   // main_process_port + 1, 0 a free port.
   int status_port = -1;
   std::string status_address = "127.0.0.1";
@@ -309,23 +309,24 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   }
   options.coordinator_address =
       trl::JoinHostPort(*host, config->main_process_port);
-  options.restart.max_restarts = o.max_restarts;
-  options.restart.initial_backoff = Millis(o.restart_backoff_s);
-  options.restart.max_backoff = Millis(o.restart_backoff_max_s);
+  options.policy.restart.max_restarts = o.max_restarts;
+  options.policy.restart.initial_backoff = Millis(o.restart_backoff_s);
+  options.policy.restart.max_backoff = Millis(o.restart_backoff_max_s);
   auto no_restart = trl::ParseExitCodeList(o.no_restart_exit_codes);
   if (!no_restart.ok()) return Fail(std::string(no_restart.status().message()));
-  options.restart.no_restart_exit_codes.insert(no_restart->begin(),
-                                               no_restart->end());
-  options.agent_heartbeat_timeout = Millis(o.AgentHeartbeatTimeoutSeconds());
-  options.rejoin_timeout = Millis(o.rejoin_timeout_s);
-  options.registration_timeout = Millis(o.rdzv_timeout_s);
-  options.stop_grace_s = o.stop_grace_s;
-  options.elastic_wait = Millis(o.elastic_wait_s);
-  options.rescale_on_join = o.rescale_on_join;
-  options.cordon_after = o.cordon_after;
-  options.cordon_window = Millis(o.cordon_window_s);
-  options.max_spares = o.max_spares;
-  options.tick_interval = Millis(o.monitor_interval_s);
+  options.policy.restart.no_restart_exit_codes.insert(no_restart->begin(),
+                                                      no_restart->end());
+  options.policy.agent_heartbeat_timeout =
+      Millis(o.AgentHeartbeatTimeoutSeconds());
+  options.policy.rejoin_timeout = Millis(o.rejoin_timeout_s);
+  options.policy.registration_timeout = Millis(o.rdzv_timeout_s);
+  options.policy.stop_grace = Millis(o.stop_grace_s);
+  options.policy.elastic_wait = Millis(o.elastic_wait_s);
+  options.policy.rescale_on_join = o.rescale_on_join;
+  options.policy.cordon_after = o.cordon_after;
+  options.policy.cordon_window = Millis(o.cordon_window_s);
+  options.policy.max_spares = o.max_spares;
+  options.policy.tick_interval = Millis(o.monitor_interval_s);
   // GPU jobs get a fresh NCCL unique id per generation, from a helper
   // process beside this binary (built when NCCL was found).
   std::unique_ptr<trl::NcclIdSource> nccl;

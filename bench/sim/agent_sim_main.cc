@@ -36,7 +36,7 @@
 #include "common/local_machine.h"
 #include "common/network.h"
 #include "common/tls_credentials.h"
-#include "coordinator/connection_limits.h"
+#include "coordinator/access/connection_limits.h"
 
 extern char** environ;
 

@@ -18,10 +18,10 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/job_status.h"
-#include "coordinator/job_table.h"
-#include "coordinator/status_metrics.h"
-#include "coordinator/status_view.h"
+#include "coordinator/status/job_status.h"
+#include "coordinator/status/metrics.h"
+#include "coordinator/status/table.h"
+#include "coordinator/status/view.h"
 
 namespace {
 

@@ -8,18 +8,10 @@
 #include <cstdlib>
 #include <set>
 
-#include "coordinator/coordinator_core.h"
+#include "coordinator/owner/core.h"
+#include "tests/lib/fake_agent_link.h"
 
-namespace {
-
-class NullLink : public trl::AgentLink {
- public:
-  void Send(const trl::launch::v1::CoordinatorMessage&) override {}
-  void Close() override {}
-  std::string Peer() const override { return "fuzz"; }
-};
-
-}  // namespace
+namespace {}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   trl::CoordinatorOptions options;
@@ -28,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.config.use_cpu = true;
   options.job_id = "fuzz";
   options.worker_argv = {"/bin/true"};
-  options.restart.max_restarts = 2;
+  options.policy.restart.max_restarts = 2;
   auto now = trl::TimePoint();
   trl::CoordinatorCore core(
       options,
@@ -37,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             trl::RendezvousData{1234, ""});
       },
       [&now] { return now; });
-  NullLink links[4];
+  trl::FakeAgentLink links[4];
   size_t at = 0;
   while (at + 2 <= size) {
     const size_t length = (data[at] | (data[at + 1] << 8)) & 0x3ff;

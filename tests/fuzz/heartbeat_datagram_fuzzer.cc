@@ -12,22 +12,13 @@
 #include <vector>
 
 #include "common/heartbeat_datagram.h"
-#include "coordinator/coordinator_core.h"
-#include "tests/unit/coordinator_harness.h"
+#include "coordinator/owner/core.h"
+#include "tests/lib/coordinator_harness.h"
+#include "tests/lib/fake_agent_link.h"
 
 namespace {
 
 namespace pb = trl::launch::v1;
-
-class ReplyLink : public trl::AgentLink {
- public:
-  void Send(const pb::CoordinatorMessage& message) override {
-    if (message.has_registration_reply()) reply = message.registration_reply();
-  }
-  void Close() override {}
-  std::string Peer() const override { return "fuzz"; }
-  pb::RegistrationReply reply;
-};
 
 }  // namespace
 
@@ -42,10 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (auto& byte : bytes) byte = static_cast<char>(seed++ * 151 + 7);
     return bytes;
   });
-  ReplyLink links[2];
+  trl::FakeAgentLink links[2];
   for (int m = 0; m < 2; ++m) {
     core.OnMessage(&links[m], trl::Registration(options, m, 4000));
-    if (links[m].reply.heartbeat_key().size() != trl::kHeartbeatKeySize) {
+    if (links[m].reply().heartbeat_key().size() != trl::kHeartbeatKeySize) {
       abort();
     }
   }
@@ -66,14 +57,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       beat.kind = (kind & 2) ? trl::HeartbeatKind::kAck
                              : trl::HeartbeatKind::kHeartbeat;
       beat.machine_rank = data[at] % 3;
-      const ReplyLink& owner = links[(kind >> 2) & 1];
-      beat.session = (kind & 8) ? owner.reply.heartbeat_session() + 1
-                                : owner.reply.heartbeat_session();
+      const trl::FakeAgentLink& owner = links[(kind >> 2) & 1];
+      beat.session = (kind & 8) ? owner.reply().heartbeat_session() + 1
+                                : owner.reply().heartbeat_session();
       beat.counter = data[at + 1];
       const std::string wrong(trl::kHeartbeatKeySize, 'w');
       batch.push_back(trl::EncodeHeartbeat(
           beat, (kind & 16) ? std::string_view(wrong)
-                            : std::string_view(owner.reply.heartbeat_key())));
+                            : std::string_view(owner.reply().heartbeat_key())));
       at += 2;
     }
     if ((kind & 0xe0) == 0xe0 || batch.size() == 64) {
@@ -87,9 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             ack->session != beat->session || ack->counter != beat->counter) {
           abort();
         }
-        const ReplyLink* owner = nullptr;
+        const trl::FakeAgentLink* owner = nullptr;
         for (const auto& link : links) {
-          if (link.reply.heartbeat_session() == beat->session) owner = &link;
+          if (link.reply().heartbeat_session() == beat->session) owner = &link;
         }
         if (owner == nullptr ||
             !trl::HeartbeatSignedWith(batch[reply.index],

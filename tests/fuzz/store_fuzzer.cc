@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "coordinator/rendezvous_store.h"
+#include "coordinator/rendezvous/store.h"
 #include "proto/trl_launch.pb.h"
 
 namespace pb = trl::launch::v1;

@@ -17,10 +17,10 @@
 #include <string>
 #include <thread>
 
-#include "coordinator/coordinator.h"
-#include "coordinator/grpc_service.h"
+#include "coordinator/owner/coordinator.h"
+#include "coordinator/ports/grpc_service.h"
 #include "proto/trl_launch.grpc.pb.h"
-#include "tests/unit/coordinator_harness.h"
+#include "tests/lib/coordinator_harness.h"
 
 namespace trl {
 namespace {
@@ -146,7 +146,7 @@ class AgentBackpressureTest : public ::testing::Test {
   AgentBackpressureTest() : options_(TwoMachineCpuJob()) {
     options_.config.num_machines = 4;
     options_.config.num_processes = 4;
-    options_.tick_interval = milliseconds(50);
+    options_.policy.tick_interval = milliseconds(50);
     core_ = std::make_unique<Coordinator>(
         options_,
         [](const std::string&) {

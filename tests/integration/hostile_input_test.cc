@@ -175,7 +175,7 @@ TEST_F(LauncherTest, ConnectionsThatMakeNoCallAreClosedByTheCoordinator) {
 
 // gRPC 1.51 has no cap on connections: a peer holds a descriptor per
 // connection until its handshake times out. The coordinator keeps at most
-// 64 from one address (coordinator/connection_limits.h), cutting the
+// 64 from one address (coordinator/access/connection_limits.h), cutting the
 // oldest unproven first and never a registered agent's: here the flood
 // comes from machine 0's own address, where its agent is.
 TEST_F(LauncherTest, OneAddressHoldsAtMost64Connections) {

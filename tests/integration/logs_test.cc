@@ -1,5 +1,7 @@
 // `trl-coord logs`: any rank's output from anywhere, through the
 // coordinator, with bounded memory and without slowing the workers.
+#include "coordinator/cli/logs.h"
+
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,7 +14,6 @@
 #include <thread>
 
 #include "common/auth_token.h"
-#include "coordinator/logs_client.h"
 #include "tests/integration/job_status_probe.h"
 #include "tests/integration/launcher_fixture.h"
 

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "coordinator/status_http_server.h"
+#include "coordinator/status/http_server.h"
 #include "tests/integration/launcher_fixture.h"
 
 namespace trl::testing {

@@ -1,7 +1,7 @@
 // The coordinator's rendezvous store over real gRPC on loopback: the
 // worker library's client against the coordinator's service, with real
 // deadlines, tokens and generations.
-#include "coordinator/store_service.h"
+#include "coordinator/rendezvous/store_service.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // does not take (the ui exits 1 at start; 502 later) against a coordinator
 // that cannot be reached now (503, tried again). gRPC 1.51 reports a
 // failed TLS handshake as UNAVAILABLE, in words only.
-#include "coordinator/ui_client.h"
+#include "coordinator/cli/ui_client.h"
 
 #include <gtest/gtest.h>
 

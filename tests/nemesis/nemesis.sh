@@ -72,7 +72,7 @@
 #
 # Teeth (scripts/mutants.sh runs the "nemesis" mutants it lists):
 #  - CAUGHT: "if (live_ranks_ > 0) return;" in MaybeFinish
-#    (coordinator/job_state_machine.cc) weakened to "... && phase_ ==
+#    (coordinator/job/state_machine.cc) weakened to "... && phase_ ==
 #    JobPhase::kRunning" (the next generation starts before the old one's
 #    workers have exited), mutant restart-before-old-generation-ended-nemesis:
 #      nemesis.sh BUILD --seed 1 --seconds 20 --window 4 --only worker_crash

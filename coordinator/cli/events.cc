@@ -1,0 +1,65 @@
+#include "coordinator/cli/events.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "common/launch_options.h"
+#include "common/local_machine.h"
+#include "common/network.h"
+#include "coordinator/record/events.h"
+#include "coordinator/record/state_file.h"
+#include "coordinator/status/json.h"
+
+namespace trl {
+
+void AddEventsFlags(CLI::App& app, EventsFlags& flags) {
+  app.add_option("--config_file,--config-file", flags.config_file,
+                 "Accelerate config of the job (main_process_ip:port)");
+  app.add_option("--state_file,--state-file", flags.state_file,
+                 "The state file the coordinator was given (default: the "
+                 "one it keeps for main_process_ip:port)")
+      ->envname("TRL_STATE_FILE");
+  app.add_flag("--json", flags.json, "Print JSON");
+}
+
+int RunEvents(const EventsFlags& flags) {
+  std::string state_file = flags.state_file;
+  if (state_file.empty()) {
+    LaunchOptions options;
+    options.config_file = flags.config_file;
+    auto config = ResolveLaunchConfig(options, ReadLocalMachine());
+    auto host = config.ok() ? ResolveHost(config->main_process_ip)
+                            : absl::StatusOr<std::string>(config.status());
+    auto path = host.ok()
+                    ? DefaultJobStatePath(*host, config->main_process_port)
+                    : absl::StatusOr<std::string>(host.status());
+    if (!path.ok()) {
+      std::fprintf(stderr, "trl-coord events: error: %s\n",
+                   std::string(path.status().message()).c_str());
+      return 2;
+    }
+    state_file = *path;
+  }
+  const std::string path = JobEventLog::PathFor(state_file);
+  const auto events = ReadJobEvents(path);
+  if (absl::IsNotFound(events.status())) {
+    std::fprintf(stderr,
+                 "trl-coord events: no job history in %s: run this on the "
+                 "coordinator's machine (elsewhere, its status page serves "
+                 "/api/events)\n",
+                 path.c_str());
+    return 1;
+  }
+  if (!events.ok()) {  // not a file of ours to trust
+    std::fprintf(stderr, "trl-coord events: %s\n",
+                 std::string(events.status().message()).c_str());
+    return 1;
+  }
+  const std::string text =
+      flags.json ? MessageToJson(*events) : FormatJobEvents(*events);
+  std::fputs(text.c_str(), stdout);
+  if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace trl

@@ -1,0 +1,88 @@
+#include "coordinator/cli/ps.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "common/auth_token.h"
+#include "coordinator/status/table.h"
+#include "coordinator/status/view.h"
+#include "proto/trl_launch.grpc.pb.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+
+namespace {
+constexpr int kMaxStatusBytes = 256 << 20;
+}  // namespace
+
+void AddPsFlags(CLI::App& app, PsFlags& flags) {
+  AddAddressFlags(app, flags.connection);
+  app.add_flag("--json", flags.json, "Print JSON");
+  app.add_flag("--ranks", flags.every_row,
+               "List every machine and rank, however large the job (a job "
+               "of more than 16 machines or 64 ranks is summarised)");
+  app.add_flag("--summary", flags.summary,
+               "Ask for the summary only (counts by state, the machines and "
+               "ranks that need attention, the last failures), whatever the "
+               "job's size; with --json, as JSON");
+  app.add_option("--timeout", flags.timeout_s, "Seconds to wait for an answer");
+  AddCredentialFlags(app, flags.connection);
+}
+
+int RunPs(const PsFlags& flags) {
+  // The whole status of 16,384 machines is about 4 MB, gRPC's default
+  // bound on what a client takes: --json and --ranks would fail there.
+  auto client = ConnectToCoordinator(flags.connection, kMaxStatusBytes);
+  if (!client.ok()) {
+    std::fprintf(stderr, "trl-coord ps: error: %s\n",
+                 std::string(client.status().message()).c_str());
+    return 2;
+  }
+  const std::string& address = client->address;
+  auto ask = [&](const pb::JobStatusRequest& request, pb::JobStatus* status) {
+    grpc::ClientContext context;
+    if (!client->bearer.empty()) {
+      context.AddMetadata(kAuthMetadataKey, client->bearer);
+    }
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(
+                             static_cast<int64_t>(flags.timeout_s * 1000)));
+    return client->stub->GetJobStatus(&context, request, status);
+  };
+  // The whole status for --json and --ranks; otherwise the summary, which
+  // carries the totals: a small job is then asked for whole, and printed
+  // as a table. (A coordinator older than summaries sends the whole
+  // status to any request; FormatJobTable summarises it here.)
+  const bool whole = !flags.summary && (flags.json || flags.every_row);
+  pb::JobStatus status;
+  grpc::Status rpc =
+      ask(whole ? pb::JobStatusRequest() : SummaryRequest(), &status);
+  if (rpc.ok() && !whole && !flags.summary && status.has_summary() &&
+      PrintedWhole(status.summary().machines(), status.summary().ranks())) {
+    status.Clear();
+    rpc = ask(pb::JobStatusRequest(), &status);
+  }
+  if (!rpc.ok()) {
+    const std::string& why = rpc.error_message();
+    const bool handshake = why.find("andshake") != std::string::npos ||
+                           why.find("Socket closed") != std::string::npos;
+    std::fprintf(stderr,
+                 "trl-coord ps: cannot get the job's status from %s: %s%s\n",
+                 address.c_str(), why.c_str(),
+                 handshake ? " (the TLS handshake failed: this token differs "
+                             "from the coordinator's, or one side runs "
+                             "--insecure or other certificates)"
+                           : "");
+    return 1;
+  }
+  const std::string text = flags.json ? FormatJobJson(status)
+                                      : FormatJobTable(status, flags.every_row);
+  std::fputs(text.c_str(), stdout);
+  if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace trl

@@ -1,0 +1,528 @@
+// The job's lifecycle as a pure state machine: agents register, a generation
+// is assigned, workers start and exit; on a failure every worker of the
+// generation is stopped and, while the restart budget lasts, the next
+// generation starts once every machine is back; otherwise the job ends. It
+// opens no sockets, starts no threads and never reads a clock: every event
+// carries `now` (Tick too, for timeouts), and every method returns what the
+// caller (the gRPC edge) must do next.
+//
+// Not thread-safe: the owner serialises calls.
+#ifndef TRL_COORDINATOR_JOB_STATE_MACHINE_H_
+#define TRL_COORDINATOR_JOB_STATE_MACHINE_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/job/cordon_list.h"
+#include "coordinator/job/restart_policy.h"
+
+namespace trl {
+
+using TimePoint = std::chrono::steady_clock::time_point;
+
+struct WorkerExit {
+  int exit_code = 0;
+  int signal = 0;
+  std::string start_error;        // the worker never ran
+  bool out_of_resources = false;  // ... for want of resources
+  std::string reason;             // why the agent ended it (a hang), if it did
+  std::vector<std::string> last_lines;
+
+  bool Succeeded() const {
+    return exit_code == 0 && signal == 0 && start_error.empty();
+  }
+  // "exited with code 3", "was killed by signal 9 (SIGKILL)", ...
+  std::string Describe() const;
+  // The exit status a launcher reports for it (128+signal for signals).
+  int LauncherExitCode() const;
+};
+
+// Which machine and process namespace an agent runs in: its hostname, and
+// the kernel's boot id with its pid namespace (common/host_identity.h). Two
+// agents are on the same host only if both agree: then a new agent can see,
+// and kill, what an old one left (agent/stale_workers.h). A hostname alone
+// is not enough (cloned machines, containers named alike).
+struct HostIdentity {
+  std::string hostname;
+  std::string host_id;  // empty: unknown (never the same host as anything)
+
+  bool SameHostAs(const HostIdentity& other) const {
+    return !host_id.empty() && host_id == other.host_id &&
+           hostname == other.hostname;
+  }
+};
+
+struct AgentInfo {
+  int machine_rank = 0;
+  std::string hostname;
+  std::string host_id;  // see HostIdentity
+  std::string advertise_addr;
+  std::string interface_name;
+  int local_world_size = 0;
+  int local_device_count = 0;
+  std::map<std::string, std::string> config_fingerprint;
+  // Which agent process this is, and how long it keeps its workers without
+  // a word from us (its lease).
+  int agent_pid = 0;
+  std::chrono::milliseconds lease{0};
+  // A rejoining agent's word on its workers of `report_generation` that
+  // exited on their own before it lost its connection: local rank -> exit.
+  int64_t report_generation = -1;
+  std::map<int, WorkerExit> reported_exits;
+  // It checks that the command runs on its machine, and says so
+  // (CommandChecked) before its ranks may start.
+  bool checks_command = false;
+  // A spare (trl-agent --spare): it waits without ranks until it takes a
+  // lost machine's place. machine_rank is then -1, or the machine it
+  // stood for when it lost its connection (it takes that one back if it is
+  // still vacant).
+  bool spare = false;
+
+  HostIdentity host() const { return HostIdentity{hostname, host_id}; }
+};
+
+enum class JobPhase {
+  kWaitingForAgents,
+  kRunning,
+  kStopping,
+  kRestarting,
+  kSucceeded,
+  kFailed,
+  kStopped,
+};
+const char* JobPhaseName(JobPhase phase);
+bool IsFinished(JobPhase phase);
+
+enum class RankState {
+  kPending,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kStopped,
+  kLost
+};
+const char* RankStateName(RankState state);
+
+struct RankRecord {
+  int rank = 0;
+  int local_rank = 0;
+  int machine_rank = 0;
+  int pid = 0;
+  RankState state = RankState::kPending;
+  WorkerExit exit;
+};
+
+struct NodeRecord {
+  AgentInfo info;
+  bool connected = true;
+  std::string lost_reason;  // why it was declared lost, while it is
+  // Until when the ranks of a machine declared lost may still run on its
+  // old agent (its lease, then the stop grace): another agent that
+  // registers for it gets its ranks only after this.
+  TimePoint old_agent_may_run_until;
+  // The part of it that agents on hosts other than this one's agent's may
+  // run until (those it took over from): an agent of this host that
+  // registers again still waits for it.
+  TimePoint others_may_run_until;
+  TimePoint last_heartbeat;
+  // Its agent has said the command runs there (or does not check).
+  bool command_checked = true;
+  int rank_offset = 0;
+  // Its place in the current generation's members (GROUP_RANK), -1 while
+  // it is not one (an elastic job's joiner or a machine left out).
+  int group_rank = -1;
+  // Its place in the machines ordered by last heartbeat, while connected.
+  std::list<int>::iterator by_heartbeat;
+  bool SameHostAs(const AgentInfo& agent) const {
+    return info.host().SameHostAs(agent.host());
+  }
+  // Its agent is a spare that took the machine's place: the machine's own
+  // agent, when it comes back, becomes a spare instead of a duplicate.
+  bool from_spare = false;
+};
+
+// A spare agent, registered under a key below zero (docs/elastic.md).
+struct SpareRecord {
+  AgentInfo info;
+  TimePoint last_heartbeat;
+  bool command_checked = true;
+  std::string unusable;  // why it may not take a place (its command check)
+};
+
+// A host that failed too often: no ranks on it until an operator clears it.
+// An agent's stream now stands for another key: a spare taking a machine's
+// place (from < 0, to >= 0), or a machine's agent becoming a spare (from >=
+// 0, to < 0). The edge re-keys the stream and tells the agent.
+struct Handover {
+  int from = 0;
+  int to = 0;
+  std::string reason;
+};
+
+struct FailureRecord {
+  int64_t generation = 0;
+  int rank = -1;  // -1: not a worker's failure (a lost agent, a signal)
+  int machine_rank = -1;
+  std::string hostname;
+  WorkerExit exit;
+  std::string reason;
+};
+
+struct NodeAssignment {
+  int machine_rank = 0;
+  int rank_offset = 0;
+  int local_world_size = 0;
+  // Its place among the generation's machines (GROUP_RANK); the machine
+  // rank itself unless an elastic generation runs without some machines.
+  int group_rank = 0;
+};
+
+struct GenerationStart {
+  int64_t generation = 0;
+  int world_size = 0;
+  // The generation's machines (GROUP_WORLD_SIZE).
+  int num_machines = 0;
+  // The first member's advertised address (machine 0's in a fixed-size
+  // job): its rank 0 serves the rendezvous.
+  std::string master_addr;
+  std::vector<NodeAssignment> nodes;
+  // Members whose host is cordoned: the generation could not start
+  // without them (no spare to take their place, fewer than MIN left).
+  std::vector<int> cordoned_members;
+};
+
+// When a generation reached each step of its life, for the status page's
+// timeline and the rendezvous and restart durations in /metrics. Kept per
+// generation as it happens (a few assignments), never computed by a walk.
+struct GenerationTimes {
+  int64_t generation = 0;
+  TimePoint assigned_at;
+  std::optional<TimePoint> running_at;   // every rank started
+  std::optional<TimePoint> stopping_at;  // a failure or stop began its end
+  std::optional<TimePoint> ended_at;     // no rank of it alive
+};
+
+struct JobOutcome {
+  JobPhase phase = JobPhase::kSucceeded;
+  int exit_code = 0;
+  std::string summary;
+};
+
+// What the edge must do after an event. Several fields may be set at once.
+struct Decision {
+  // Every machine is there: prepare the rendezvous and call
+  // StartGeneration.
+  bool start_generation = false;
+  // Machines declared lost (missed heartbeats): close their streams.
+  std::vector<int> drop_agents;
+  // Tell every agent to stop the current generation, with this reason.
+  std::optional<std::string> stop_generation;
+  // The job ended: tell every agent and finish.
+  std::optional<JobOutcome> finished;
+  // Streams that stand for another machine or spare now, all at once (a
+  // swap is two).
+  std::vector<Handover> handovers;
+  // Spares gone silent: close their streams.
+  std::vector<int> drop_spares;
+};
+
+// How the job behaves, as the operator set it (trl-coord start's flags).
+// Declared once, here: the daemon's options hold it
+// (CoordinatorOptions::policy) and the state machine reads it through
+// JobSettings. Every duration is in milliseconds.
+struct JobPolicy {
+  RestartPolicy restart;
+  // An agent silent for longer than this is lost; zero disables the check.
+  std::chrono::milliseconds agent_heartbeat_timeout{3000};
+  // How long a restart waits for a lost machine to come back.
+  std::chrono::milliseconds rejoin_timeout{300000};
+  // How long the job waits for every machine to register at first.
+  std::chrono::milliseconds registration_timeout{900000};
+  // SIGTERM to SIGKILL when workers are stopped.
+  std::chrono::milliseconds stop_grace{30000};
+  // The caller ticks at least this often (zero: no promise). A longer gap
+  // between two ticks is the coordinator's own stall (frozen, starved):
+  // agents' silence during it is not held against them.
+  std::chrono::milliseconds tick_interval{0};
+  // Elastic jobs (docs/elastic.md): the first generation starts at once
+  // when every machine is there, and this long after min_machines are,
+  // with those there by then.
+  std::chrono::milliseconds elastic_wait{10000};
+  // A machine that registers while a generation runs stops it at once to
+  // be taken in (a rescale, not a failure: no restart spent, no backoff).
+  bool rescale_on_join = false;
+  // A host with this many failures (a worker failing there, its agent
+  // lost) within cordon_window is cordoned: given no ranks until Uncordon.
+  // 0: never.
+  int cordon_after = 3;
+  std::chrono::milliseconds cordon_window{600000};
+  // At most this many spares (0: as many as machines).
+  int max_spares = 0;
+};
+
+// The job's shape and identity, with its policy.
+struct JobSettings : JobPolicy {
+  std::string job_id;
+  int num_machines = 1;
+  // Workers per machine every agent must bring (num_processes /
+  // num_machines); 0 accepts any count (tests of uneven layouts).
+  int local_world_size = 0;
+  // Settings every agent's config must agree on, key -> value.
+  std::map<std::string, std::string> config_fingerprint;
+  std::vector<std::string> command;
+  // Elastic membership (docs/elastic.md): a generation may run on as few
+  // as min_machines machines (0: num_machines, a fixed-size job).
+  int min_machines = 0;
+  int MaxSpares() const { return max_spares > 0 ? max_spares : num_machines; }
+  int MinMachines() const {
+    return min_machines > 0 ? std::min(min_machines, num_machines)
+                            : num_machines;
+  }
+  bool Elastic() const { return MinMachines() < num_machines; }
+};
+
+// An elastic generation's shape, for the log: "2 of 2:3 machines (0, 2),
+// world size 4, effective batch size = per-device batch x 4" (the
+// data-parallel degree is the world size).
+std::string ElasticShape(const GenerationStart& start,
+                         const JobSettings& settings);
+
+class JobStateMachine {
+ public:
+  JobStateMachine(JobSettings settings, TimePoint now);
+  // Nodes hold iterators into by_heartbeat_: movable, not copyable.
+  JobStateMachine(const JobStateMachine&) = delete;
+  JobStateMachine& operator=(const JobStateMachine&) = delete;
+  JobStateMachine(JobStateMachine&&) = default;
+  JobStateMachine& operator=(JobStateMachine&&) = default;
+
+  // For a restarted coordinator picking its job up again: the next
+  // generation will be `generation` + 1, not before `not_before` (the rest
+  // of a restart backoff), with `restarts_used` and the failure history
+  // carried over. Only before the first generation. The agents of the
+  // last generation (`previous_hosts`: machine -> host) may still have
+  // their workers: an agent on another host gets a machine's ranks only
+  // once the old agent's lease and stop grace, counted from now (it heard
+  // from the old coordinator before this one started), have run out.
+  void ResumeAfter(int64_t generation, int restarts_used,
+                   std::vector<FailureRecord> failures = {},
+                   TimePoint not_before = TimePoint(),
+                   std::map<int, HostIdentity> previous_hosts = {});
+
+  // Accepts an agent, or says why not (duplicate or out-of-range
+  // machine_rank, a config that differs, a job that takes no agents now).
+  // A machine that was lost may register again (rejoin).
+  absl::Status Register(const AgentInfo& agent, TimePoint now);
+  // Registers any agent: a machine (as Register), a spare, or a machine
+  // whose place a spare has taken (it becomes a spare). Returns the key
+  // its events come under: its machine_rank, or a spare's key (< 0).
+  absl::StatusOr<int> Admit(const AgentInfo& agent, TimePoint now);
+  // Clears a cordoned host (trl-coord uncordon); NotFound if it is not.
+  absl::Status Uncordon(const std::string& hostname, TimePoint now);
+  void Heartbeat(int machine_rank, TimePoint now);
+  Decision AgentDisconnected(int machine_rank, TimePoint now);
+
+  // Checks timeouts (heartbeats, rejoin) and whether a generation can start.
+  // Call it after every event and periodically.
+  Decision Tick(TimePoint now);
+  // When, after `now`, Tick next has something to do that no event will
+  // bring (an agent's silence, the end of a restart backoff, a rejoin or
+  // registration timeout), if anything; the edge may tick then instead of
+  // at its regular interval. Always later than `now`.
+  std::optional<TimePoint> NextDeadline(TimePoint now) const;
+  // Assigns ranks for the next generation. Only after a Decision said
+  // start_generation.
+  GenerationStart StartGeneration(TimePoint now);
+
+  void WorkerStarted(int machine_rank, int64_t generation, int local_rank,
+                     int pid, TimePoint now);
+  Decision WorkerExited(int machine_rank, int64_t generation, int local_rank,
+                        const WorkerExit& exit, TimePoint now);
+  // Stops the job (a signal, an operator): stop workers, then end as
+  // kStopped with `exit_code`.
+  // Machine `m`'s agent checked the command on its machine: `problem` is
+  // empty if it runs there. If not, the job fails with exit code 2, naming
+  // the machine and the problem, before anything starts where it can.
+  Decision CommandChecked(int m, const std::string& problem, TimePoint now);
+  Decision StopRequested(const std::string& reason, int exit_code,
+                         TimePoint now);
+
+  const JobSettings& settings() const { return settings_; }
+  JobPhase phase() const { return phase_; }
+  int64_t generation() const { return generation_; }
+  int restarts_used() const { return restarts_used_; }
+  // The earliest time the next generation may start (a restart backoff).
+  TimePoint next_start_not_before() const { return restart_not_before_; }
+  int world_size() const { return static_cast<int>(ranks_.size()); }
+  TimePoint created_at() const { return created_at_; }
+  // The sum of the coordinator's own stalls excused so far.
+  std::chrono::steady_clock::duration own_stalls() const {
+    return stalls_excused_;
+  }
+  const std::map<int, NodeRecord>& nodes() const { return nodes_; }
+  const std::vector<RankRecord>& ranks() const { return ranks_; }
+  // The machines of the current (or last) generation, in GROUP_RANK order.
+  const std::vector<int>& members() const { return members_; }
+  // Where the next generation's rank 0 would run (the first machine that
+  // would be a member if it started now); empty if none.
+  std::string NextMasterAddr() const;
+  const std::vector<FailureRecord>& failures() const { return failures_; }
+  const std::map<int, SpareRecord>& spares() const { return spares_; }
+  const std::map<std::string, Cordon>& cordoned() const {
+    return cordons_.cordoned();
+  }
+  // For a restarted coordinator: hosts cordoned before it.
+  void RestoreCordons(std::map<std::string, Cordon> cordoned) {
+    cordons_.Restore(std::move(cordoned));
+  }
+  const std::optional<JobOutcome>& outcome() const { return outcome_; }
+  // Every generation this machine started, oldest first (one entry per
+  // restart: bounded by the restart budget and kFreeRestarts).
+  const std::vector<GenerationTimes>& timeline() const { return timeline_; }
+  const std::optional<TimePoint>& first_registration_at() const {
+    return first_registration_at_;
+  }
+  // Whether a generation may start now: every machine registered,
+  // connected and its command checked, no backoff or old lease ahead (what
+  // Tick decides start_generation on; for a start prepared earlier).
+  bool ReadyToStart(TimePoint now) const;
+
+ private:
+  RankRecord* FindRank(int machine_rank, int64_t generation, int local_rank);
+  // When every machine's ranks may be handed out again: the latest end of
+  // an old agent's lease and grace among machines taken over by another.
+  TimePoint ReplacementsAllowedAt() const;
+  // What keeps the two caches below true: a machine's
+  // old_agent_may_run_until changed, or a machine that had one went; a
+  // machine's command is not checked (yet).
+  void NoteRunUntilChanged() { replacements_allowed_at_.reset(); }
+  void NoteCommandUnchecked(int m) {
+    commands_checked_below_ = std::min(commands_checked_below_, m);
+  }
+  Decision LoseAgent(int machine_rank, const std::string& why, TimePoint now);
+  // Marks a machine lost; returns how many of its ranks were still pending
+  // or running (they are lost with it).
+  int MarkLost(int machine_rank, const std::string& why, TimePoint now);
+  // What losing these machines (machine -> ranks lost with it), found at
+  // one moment, means for the job.
+  Decision AfterLosses(const std::vector<std::pair<int, int>>& lost,
+                       TimePoint now);
+  Decision FailForLoss(int machine_rank, const std::string& why, TimePoint now);
+  // Machines lost while the rest of their generation had exited 0 may have
+  // finished too: their agents' reports, when they rejoin, decide.
+  Decision SettleAwaitedReport(TimePoint now);
+  Decision Fail(FailureRecord failure, int exit_code, TimePoint now);
+  void Finish(JobOutcome outcome, Decision& decision);
+  // Once nothing of the current generation is alive: restart or end.
+  void MaybeFinish(Decision& decision, TimePoint now);
+  // Elastic membership (job/state_machine_elastic.cc).
+  // Machines a generation would take now: connected, command checked.
+  int CountReady() const;
+  bool IsReady(const NodeRecord& node) const;
+  bool ElasticReadyToStart(TimePoint now) const;
+  // Starts (or drops) the wait for more machines once MIN are there.
+  void UpdateElasticHold(TimePoint now);
+  // --rescale_on_join: stops the running generation for a ready joiner.
+  Decision MaybeRescale(TimePoint now);
+  // Spares and cordons (job/state_machine_spares.cc).
+  absl::Status CheckAgent(const AgentInfo& agent) const;
+  absl::StatusOr<int> AdmitSpare(AgentInfo agent, TimePoint now);
+  int AddSpare(AgentInfo agent, TimePoint now);  // without the cap
+  bool Cordoned(const NodeRecord& node) const {
+    return cordons_.Cordoned(node.info.hostname);
+  }
+  // Ready spares take vacant machines' places, and cordoned machines' when
+  // no generation runs on them.
+  void FillFromSpares(Decision& decision, TimePoint now);
+  // Spares silent for the heartbeat timeout are dropped.
+  void DropSilentSpares(Decision& decision, TimePoint now);
+  // Counts a failure against its host (cordons_), unless it is no fault
+  // of the host's.
+  void NoteHostFailure(const FailureRecord& failure, TimePoint now);
+  // The machines the next generation would take: every machine of a
+  // fixed-size job, the ready ones of an elastic job, less the cordoned
+  // ones if MIN remain without them.
+  std::vector<int> NextMembers() const;
+
+  JobSettings settings_;
+  TimePoint created_at_;
+  std::optional<TimePoint> last_tick_;
+  std::chrono::steady_clock::duration stalls_excused_{};
+  // Moves every heartbeat forward by what of the gap since the last tick
+  // is the coordinator's own stall.
+  void ExcuseOwnStall(TimePoint now);
+  JobPhase phase_ = JobPhase::kWaitingForAgents;
+  int64_t generation_ = -1;  // none assigned yet
+  std::map<int, NodeRecord> nodes_;
+  // What ReadyToStart and NextDeadline found by walking every machine at
+  // each event (at 16,384 agents, with their heartbeats, that walk took
+  // most of the owner's time during the rendezvous): the latest
+  // old_agent_may_run_until (none: to be found again), and a machine rank
+  // below which every machine's command is checked.
+  mutable std::optional<TimePoint> replacements_allowed_at_;
+  mutable int commands_checked_below_ = 0;
+  std::vector<RankRecord> ranks_;
+  // Kept as events happen, so that no event costs a walk over every node
+  // or rank (at 4096 machines x 8 ranks, that walk per worker exit made a
+  // restart take minutes).
+  int connected_nodes_ = 0;
+  int live_ranks_ = 0;     // ranks pending or running
+  int started_ranks_ = 0;  // ranks of this generation that started
+  // Connected machines, least recently heard first: the silent ones are
+  // found at the front, and the next heartbeat deadline is the front's.
+  std::list<int> by_heartbeat_;
+  std::vector<FailureRecord> failures_;
+  std::vector<GenerationTimes> timeline_;
+  std::optional<TimePoint> first_registration_at_;
+  // The current generation's entry in timeline_, when it is `at` and the
+  // moment is not set yet: the first time counts.
+  void NoteStopping(TimePoint at);
+  void NoteEnded(TimePoint at);
+  // Set when stopping starts: what the job ends as once workers are gone,
+  // or nothing when it restarts.
+  std::optional<JobOutcome> pending_outcome_;
+  int restarts_used_ = 0;
+  // Restarts after a start that failed for want of resources: they do not
+  // spend the budget, up to kFreeRestarts in a row (a machine that never
+  // recovers still ends the job).
+  static constexpr int kFreeRestarts = 5;
+  int free_restarts_in_a_row_ = 0;
+  bool next_restart_is_free_ = false;
+  TimePoint restart_not_before_;
+  // The machines whose reports on their last workers the job waits for,
+  // and until when.
+  std::set<int> awaiting_reports_;
+  // The current generation's machines, in GROUP_RANK order.
+  std::vector<int> members_;
+  // Elastic: machines that registered while the generation runs (not its
+  // members); the end of the first generation's wait for more machines;
+  // a stop for a rescale under way.
+  std::set<int> joiners_;
+  std::optional<TimePoint> elastic_hold_until_;
+  bool rescaling_ = false;
+  TimePoint report_deadline_;
+  TimePoint rejoin_deadline_;
+  std::optional<JobOutcome> outcome_;
+  // A resumed job: where each machine ran before the coordinator restarted.
+  bool resumed_ = false;
+  std::map<int, HostIdentity> previous_hosts_;
+  // Spares by key (-1, -2, ...), machines that lost their agent, and the
+  // hosts that failed too often.
+  std::map<int, SpareRecord> spares_;
+  int next_spare_key_ = -1;
+  std::set<int> vacant_;
+  CordonList cordons_;
+};
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_JOB_STATE_MACHINE_H_

@@ -1,0 +1,64 @@
+#include "coordinator/owner/agent_input.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+
+std::string Bounded(const std::string& text, size_t bytes) {
+  if (text.size() <= bytes) return text;
+  size_t end = bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+    --end;  // a UTF-8 continuation byte
+  }
+  return absl::StrCat(text.substr(0, end), "... [cut]");
+}
+
+WorkerExit FromProto(const pb::WorkerExited& exited) {
+  WorkerExit exit;
+  exit.exit_code = exited.exit_code();
+  exit.signal = exited.signal();
+  exit.start_error = Bounded(exited.start_error(), kReasonBytes);
+  exit.out_of_resources =
+      exited.out_of_resources() && !exited.start_error().empty();
+  exit.reason = Bounded(exited.reason(), kReasonBytes);
+  // Agents send at most 20 lines of about 1 KiB.
+  const int first = std::max(0, exited.last_lines_size() - kLines);
+  for (int i = first; i < exited.last_lines_size(); ++i) {
+    exit.last_lines.push_back(Bounded(exited.last_lines(i), kLineBytes));
+  }
+  return exit;
+}
+
+AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request) {
+  AgentInfo info;
+  info.machine_rank = request.machine_rank();
+  info.hostname = Bounded(request.hostname(), kNameBytes);
+  info.host_id = Bounded(request.host_id(), kNameBytes);
+  info.advertise_addr = Bounded(request.advertise_addr(), kNameBytes);
+  info.interface_name = Bounded(request.interface_name(), kNameBytes);
+  info.local_world_size = request.local_world_size();
+  info.local_device_count = request.local_device_count();
+  info.agent_pid = request.agent_pid();
+  info.checks_command = request.checks_command();
+  info.spare = request.spare();
+  for (const auto& exited : request.last_generation_exits()) {
+    // One generation's report; anything else in it is ignored.
+    if (info.report_generation < 0)
+      info.report_generation = exited.generation();
+    if (exited.generation() == info.report_generation &&
+        exited.local_rank() >= 0 &&
+        exited.local_rank() < request.local_world_size()) {
+      info.reported_exits[exited.local_rank()] = FromProto(exited);
+    }
+  }
+  info.lease = std::chrono::milliseconds(std::max(0, request.lease_ms()));
+  info.config_fingerprint.insert(request.config_fingerprint().begin(),
+                                 request.config_fingerprint().end());
+  return info;
+}
+
+}  // namespace trl

@@ -1,0 +1,37 @@
+// What an agent says, made into the state machine's inputs, each field
+// bounded: what goes into the log, the failure history, `ps` and the status
+// page is held to what our agents send (a hostname, a reason, 20 last
+// lines), not to gRPC's 4 MiB message limit, and cut on a character's
+// boundary (a proto3 string that is not UTF-8 does not parse, and `ps`
+// would fail on the whole status).
+#ifndef TRL_COORDINATOR_OWNER_AGENT_INPUT_H_
+#define TRL_COORDINATOR_OWNER_AGENT_INPUT_H_
+
+#include <cstddef>
+#include <string>
+
+#include "coordinator/job/state_machine.h"
+#include "proto/trl_launch.pb.h"
+
+namespace trl {
+
+inline constexpr size_t kNameBytes = 256;  // a hostname, an address, an id
+inline constexpr size_t kReasonBytes =
+    1024;  // why a worker ended or cannot start
+inline constexpr size_t kLineBytes =
+    2048;  // one of a failing rank's last lines
+inline constexpr int kLines = 20;
+
+// `text`, at most `bytes` of it and "... [cut]".
+std::string Bounded(const std::string& text, size_t bytes);
+
+WorkerExit FromProto(const trl::launch::v1::WorkerExited& exited);
+
+// The registration as the state machine takes it: the report of one
+// generation's exits (of local ranks it has), the lease, the fingerprint.
+AgentInfo AgentInfoFromRegistration(
+    const trl::launch::v1::AgentRegistration& request);
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_OWNER_AGENT_INPUT_H_

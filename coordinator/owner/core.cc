@@ -1,0 +1,505 @@
+#include "coordinator/owner/core.h"
+
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
+#include <optional>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/worker_environment.h"
+#include "coordinator/access/connection_limits.h"
+#include "coordinator/owner/agent_input.h"
+#include "coordinator/status/job_status.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("coord"); }
+
+// What every agent's registration must say: the config's fingerprint and
+// the launcher settings they share.
+std::map<std::string, std::string> FingerprintOf(
+    const CoordinatorOptions& options) {
+  auto fingerprint = AgreementFingerprint(options.config);
+  fingerprint.insert(options.launcher_fingerprint.begin(),
+                     options.launcher_fingerprint.end());
+  return fingerprint;
+}
+
+}  // namespace
+
+int64_t SystemUnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+JobSettings SettingsOf(const CoordinatorOptions& options) {
+  JobSettings settings;
+  static_cast<JobPolicy&>(settings) = options.policy;
+  settings.job_id = options.job_id;
+  settings.num_machines = options.config.num_machines;
+  settings.local_world_size = options.config.ProcessesPerMachine();
+  settings.config_fingerprint = FingerprintOf(options);
+  settings.command = options.worker_argv;
+  settings.min_machines = options.config.min_machines;
+  return settings;
+}
+
+}  // namespace
+
+CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
+                                 RendezvousSource rendezvous, Clock clock,
+                                 WallClock wall_clock)
+    : options_(std::move(options)),
+      rendezvous_(std::move(rendezvous)),
+      clock_(std::move(clock)),
+      wall_clock_(std::move(wall_clock)),
+      machine_(SettingsOf(options_), clock_()),
+      events_(JobEventLog::PathFor(options_.state_file),
+              options_.resume.has_value()) {
+  if (options_.resume) {
+    // The rest of the backoff, from wall-clock time to the steady clock;
+    // never more than the backoff's cap (a clock that jumped back).
+    const auto rest = std::clamp(
+        std::chrono::milliseconds(options_.resume->not_before_unix_ms -
+                                  wall_clock_()),
+        std::chrono::milliseconds(0), options_.policy.restart.max_backoff);
+    machine_.ResumeAfter(
+        options_.resume->generation, options_.resume->restarts_used,
+        options_.resume->failures, clock_() + rest, options_.resume->hosts);
+    machine_.RestoreCordons(options_.resume->cordoned);
+    persisted_restarts_ = options_.resume->restarts_used;
+    persisted_failures_ = options_.resume->failures.size();
+    Note("resumed", -1,
+         absl::StrCat("a restarted coordinator resumes the job after "
+                      "generation ",
+                      options_.resume->generation, ", ",
+                      options_.resume->restarts_used, " restarts used"));
+  }
+}
+
+void CoordinatorCore::Note(const char* kind, int machine_rank,
+                           std::string text) {
+  pb::JobEvent event;
+  event.set_generation(machine_.generation());
+  event.set_kind(kind);
+  event.set_machine_rank(machine_rank);
+  event.set_text(std::move(text));
+  event.set_unix_ms(wall_clock_());
+  // Registrations come in storms: written with the next tick.
+  const bool deferred =
+      event.kind() == "registered" || event.kind() == "rejoined";
+  events_.Append(std::move(event), deferred);
+}
+
+pb::JobEvents CoordinatorCore::Events() const { return events_.All(); }
+
+void CoordinatorCore::OffloadWork(std::function<void()> work,
+                                  std::function<void()> done) {
+  ++outstanding_work_;
+  auto finish = [this, done = std::move(done)] {
+    --outstanding_work_;
+    done();
+  };
+  if (!offload_) {
+    work();
+    finish();
+    return;
+  }
+  offload_(std::move(work), std::move(finish));
+}
+
+JobRecord CoordinatorCore::RecordOf(int64_t generation) const {
+  JobRecord record;
+  record.job_id = options_.job_id;
+  record.generation = generation;
+  record.restarts_used = machine_.restarts_used();
+  record.identity = options_.identity;
+  const TimePoint now = clock_();
+  if (machine_.next_start_not_before() > now) {
+    record.not_before_unix_ms =
+        wall_clock_() + std::chrono::duration_cast<std::chrono::milliseconds>(
+                            machine_.next_start_not_before() - now)
+                            .count();
+  }
+  record.failures = machine_.failures();
+  for (const auto& [m, node] : machine_.nodes()) {
+    record.hosts[m] = node.info.host();
+  }
+  for (auto& failure : record.failures) failure.exit.last_lines.clear();
+  record.cordoned = machine_.cordoned();
+  return record;
+}
+
+void CoordinatorCore::PersistInBackground(JobRecord record) {
+  // Noted as asked for at once: Execute asks again only for a new change
+  // (or after a failure, below).
+  persisted_restarts_ = record.restarts_used;
+  persisted_failures_ = record.failures.size();
+  auto saved = std::make_shared<absl::Status>();
+  OffloadWork(
+      [saved, record = std::move(record), path = options_.state_file] {
+        *saved = SaveJobRecord(path, record);
+      },
+      [this, saved] {
+        if (saved->ok()) return;
+        // A counted restart, its backoff and the failure history outlive
+        // this process; the next change, or the next generation's start,
+        // tries again (and that does not start without).
+        Log()->warn("the job's state is not kept: {}",
+                    std::string(saved->message()));
+        persisted_restarts_ = -1;
+      });
+}
+
+void CoordinatorCore::OnMessage(AgentLink* link,
+                                const pb::AgentMessage& message) {
+  links_.insert(link);
+  if (message.has_registration()) {
+    HandleRegistration(link, message.registration());
+    if (auto it = registered_.find(link); it != registered_.end() &&
+                                          it->second.machine_rank >= 0 &&
+                                          on_registered_) {
+      on_registered_(it->second.machine_rank, link);
+    }
+    return;
+  }
+  if (message.has_job_end_heard()) {
+    if (auto told = told_of_end_.find(link); told != told_of_end_.end()) {
+      awaiting_farewell_.erase(told->second);
+      told_of_end_.erase(told);
+      link->Close();
+    }
+    return;
+  }
+  auto found = registered_.find(link);
+  if (found == registered_.end()) return;  // not registered: ignored
+  Registered& agent = found->second;
+  const int m = agent.machine_rank;
+  const TimePoint now = clock_();
+  machine_.Heartbeat(m, now);  // any message proves the agent alive
+  switch (message.body_case()) {
+    case pb::AgentMessage::kWorkersStarted: {
+      // Entries for ranks this machine does not have, or not pending, are
+      // ignored by the state machine; the message size bounds their number.
+      const auto& started = message.workers_started();
+      for (const auto& worker : started.workers()) {
+        machine_.WorkerStarted(m, started.generation(), worker.local_rank(),
+                               worker.pid(), now);
+      }
+      break;
+    }
+    case pb::AgentMessage::kWorkerExited: {
+      const auto& exited = message.worker_exited();
+      Execute(machine_.WorkerExited(m, exited.generation(), exited.local_rank(),
+                                    FromProto(exited), now));
+      // The generation may be over: a restart without backoff starts now.
+      // (Only then: a walk over every agent per worker exit is quadratic.)
+      if (machine_.phase() == JobPhase::kRestarting) {
+        Execute(machine_.Tick(now));
+      }
+      break;
+    }
+    case pb::AgentMessage::kCommandCheck: {
+      const std::string problem =
+          Bounded(message.command_check().problem(), kReasonBytes);
+      if (!problem.empty()) {
+        Log()->error("machine {} cannot run the command: {}", m, problem);
+      }
+      Execute(machine_.CommandChecked(m, problem, now));
+      Execute(machine_.Tick(now));  // the last check may start the job
+      break;
+    }
+    case pb::AgentMessage::kStopping: {
+      const auto& stopping = message.stopping();
+      if (m < 0) {  // a spare leaves; the job goes on
+        Log()->info("the spare on host {} is stopping: {}",
+                    machine_.spares().count(m)
+                        ? machine_.spares().at(m).info.hostname
+                        : std::string("?"),
+                    Bounded(stopping.reason(), kReasonBytes));
+        // It leaves at once: its stream ends, and the agent with it.
+        Unregister(found);
+        link->Close();
+        Execute(machine_.AgentDisconnected(m, now));
+        return;
+      }
+      const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
+      if (stopping.signal() > 0) {
+        RememberStopSignal(
+            StopSignal{stopping.signal(), stopping.workers_have_signal()});
+      }
+      Execute(machine_.StopRequested(
+          absl::StrCat("the agent of machine ", m,
+                       " is stopping: ", stopping.reason()),
+          code, now));
+      break;
+    }
+    case pb::AgentMessage::kHeartbeat: {
+      agent.heartbeat_via = "stream";
+      if (agent.last_ack == TimePoint{} ||
+          now - agent.last_ack >= agent.ack_every) {
+        pb::CoordinatorMessage ack;
+        ack.mutable_heartbeat_ack();
+        link->Send(ack);
+        agent.last_ack = now;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  // No Tick here: a heartbeat must cost the same whatever the number of
+  // agents, and timeouts are the ticker's job.
+}
+
+void CoordinatorCore::Execute(const Decision& decision) {
+  if (const auto stalled = machine_.own_stalls() - stalls_logged_;
+      stalled > std::chrono::steady_clock::duration::zero()) {
+    stalls_logged_ = machine_.own_stalls();
+    Log()->warn(
+        "the coordinator did not run for {:.1f} s (frozen or starved); the "
+        "agents' silence meanwhile is not held against them",
+        std::chrono::duration<double>(stalled).count());
+    Note("stalled", -1,
+         absl::StrFormat("the coordinator did not run for %.1f s",
+                         std::chrono::duration<double>(stalled).count()));
+  }
+  for (int lost : decision.drop_agents) {
+    if (auto node = machine_.nodes().find(lost);
+        node != machine_.nodes().end()) {
+      Note("lost", lost, node->second.lost_reason);
+    }
+    for (auto it = registered_.begin(); it != registered_.end();) {
+      if (it->second.machine_rank != lost) {
+        ++it;
+        continue;
+      }
+      Log()->warn("machine {} is lost: {}", lost,
+                  machine_.nodes().at(lost).lost_reason);
+      // Fencing: if it still hears us, it stops whatever it runs. Its
+      // stream stays open until the generation has stopped: if the loss
+      // ends the job, it hears that (and does not wait to rejoin a job
+      // that is over); if not, it is closed then and the agent rejoins.
+      pb::CoordinatorMessage stop;
+      stop.mutable_stop()->set_generation(machine_.generation());
+      stop.mutable_stop()->set_reason("this machine was declared lost");
+      it->first->Send(stop);
+      fenced_.insert(it->first);
+      it = Unregister(it);
+    }
+  }
+  for (const auto& [host, cordon] : machine_.cordoned()) {
+    if (!cordons_logged_.insert(host).second) continue;
+    Log()->warn(
+        "host {} is cordoned ({}): it gets no ranks until `trl-coord "
+        "uncordon {}`",
+        host, cordon.reason, host);
+    Note("cordoned", -1, absl::StrCat("host ", host, ": ", cordon.reason));
+  }
+  ApplyHandovers(decision.handovers);
+  for (int key : decision.drop_spares) {
+    for (auto it = registered_.begin(); it != registered_.end(); ++it) {
+      if (it->second.machine_rank != key) continue;
+      Log()->warn("dropped a spare that went silent (stream from {})",
+                  it->first->Peer());
+      it->first->Close();
+      Unregister(it);
+      break;
+    }
+  }
+  if (decision.stop_generation) {
+    Log()->warn("stopping generation {}: {}", machine_.generation(),
+                *decision.stop_generation);
+    Note("stopping", -1, *decision.stop_generation);
+    pb::CoordinatorMessage stop;
+    stop.mutable_stop()->set_generation(machine_.generation());
+    stop.mutable_stop()->set_reason(*decision.stop_generation);
+    stop.mutable_stop()->set_signal(stop_signal_.number);
+    stop.mutable_stop()->set_workers_have_signal(stop_signal_.workers_have_it);
+    SendToRegistered(stop);
+  }
+  if (decision.finished) {
+    Note("finished", -1,
+         absl::StrCat(JobPhaseName(decision.finished->phase), " (exit code ",
+                      decision.finished->exit_code,
+                      "): ", decision.finished->summary));
+    // A registered agent's stream stays open until it says it heard: one
+    // cut just now is awaited (WaitForFarewells) and told again when its
+    // agent registers again, so that it leaves with the job's code.
+    for (AgentLink* link : links_) {
+      TellOfEnd(link, *decision.finished);
+      if (auto it = registered_.find(link); it != registered_.end()) {
+        told_of_end_[link] = it->second.machine_rank;
+        // A spare held nothing: its stream ends when it says it heard, and
+        // nobody waits for a spare cut off now.
+        if (it->second.machine_rank >= 0) {
+          awaiting_farewell_[it->second.machine_rank] = TimePoint::max();
+        }
+        Unregister(it);  // nothing more is sent on it (no heartbeat acks)
+      } else {
+        link->Close();
+      }
+    }
+    const TimePoint now = clock_();
+    for (const auto& [m, node] : machine_.nodes()) {
+      awaiting_farewell_.emplace(
+          m, now + node.info.lease + std::chrono::seconds(2));
+    }
+    fenced_.clear();
+    if (!options_.state_file.empty()) {
+      // After every write asked for before: in order, on the same thread.
+      OffloadWork([path = options_.state_file] { RemoveJobRecord(path); },
+                  [] {});
+    }
+  }
+  if (!fenced_.empty() && machine_.phase() != JobPhase::kStopping) {
+    for (AgentLink* link : fenced_) link->Close();
+    fenced_.clear();
+  }
+  if (!decision.finished && !IsFinished(machine_.phase()) &&
+      !options_.state_file.empty() &&
+      (machine_.restarts_used() != persisted_restarts_ ||
+       machine_.failures().size() != persisted_failures_)) {
+    PersistInBackground(RecordOf(machine_.generation()));
+  }
+  if (decision.start_generation && !decision.finished) StartGeneration();
+}
+
+void CoordinatorCore::RememberStopSignal(const StopSignal& signal) {
+  // The first stop decides what workers receive first.
+  if (!IsFinished(machine_.phase()) &&
+      machine_.phase() != JobPhase::kStopping) {
+    stop_signal_ = signal;
+  }
+}
+
+std::optional<TimePoint> CoordinatorCore::NextDeadline() const {
+  return machine_.NextDeadline(clock_());
+}
+
+void CoordinatorCore::Tick() {
+  Execute(machine_.Tick(clock_()));
+  events_.Flush();
+}
+
+void CoordinatorCore::SendToRegistered(const pb::CoordinatorMessage& message) {
+  for (const auto& [link, agent] : registered_) link->Send(message);
+}
+
+int CoordinatorCore::MachineOf(const AgentLink* link) const {
+  const auto found = registered_.find(const_cast<AgentLink*>(link));
+  return found == registered_.end() ? -1 : found->second.machine_rank;
+}
+
+int CoordinatorCore::SendToMachines(const std::set<int>& machines,
+                                    const pb::CoordinatorMessage& message) {
+  int sent = 0;
+  for (const auto& [link, agent] : registered_) {
+    if (!machines.empty() && machines.count(agent.machine_rank) == 0) continue;
+    link->Send(message);
+    ++sent;
+  }
+  return sent;
+}
+
+void CoordinatorCore::OnDisconnected(AgentLink* link) {
+  links_.erase(link);
+  fenced_.erase(link);
+  told_of_end_.erase(link);  // its machine is still awaited
+  auto found = registered_.find(link);
+  if (found != registered_.end()) {
+    const int m = found->second.machine_rank;
+    Unregister(found);
+    if (!IsFinished(machine_.phase())) {
+      if (m < 0) {
+        Log()->info("a spare disconnected ({})", link->Peer());
+      } else {
+        Log()->warn("the agent of machine {} disconnected", m);
+      }
+    }
+    Execute(machine_.AgentDisconnected(m, clock_()));
+    Execute(machine_.Tick(clock_()));
+  }
+}
+
+void CoordinatorCore::RequestStop(const std::string& reason, int exit_code,
+                                  const StopSignal& signal) {
+  if (!IsFinished(machine_.phase())) Note("stop_requested", -1, reason);
+  RememberStopSignal(signal);
+  Execute(machine_.StopRequested(reason, exit_code, clock_()));
+  Execute(machine_.Tick(clock_()));
+}
+
+std::set<std::string> CoordinatorCore::AgentPeers() const {
+  std::set<std::string> peers;
+  for (const auto& [link, agent] : registered_) {
+    peers.insert(PeerFromGrpc(link->Peer()));
+  }
+  return peers;
+}
+
+pb::JobStatus CoordinatorCore::Status() const {
+  return Status(pb::JobStatusRequest());
+}
+
+pb::JobStatus CoordinatorCore::Status(
+    const pb::JobStatusRequest& request) const {
+  return FinishJobStatus(CopyStatus(request));
+}
+
+JobStatusCopy CoordinatorCore::CopyStatus(
+    const pb::JobStatusRequest& request) const {
+  // Built only if a row is shown (a summary shows at most a few).
+  std::optional<std::unordered_map<int, const char*>> via;
+  auto heartbeat_via = [&](int machine_rank) -> const char* {
+    if (!via) {
+      via.emplace();
+      for (const auto& [link, agent] : registered_) {
+        (*via)[agent.machine_rank] = agent.heartbeat_via;
+      }
+    }
+    const auto found = via->find(machine_rank);
+    return found == via->end() ? nullptr : found->second;
+  };
+  JobStatusCopy copy =
+      CopyJobStatus(machine_, clock_(), request, heartbeat_via);
+  if (defence_counts_) {
+    const DefenceCounts counts = defence_counts_();
+    copy.status.set_refused_calls(counts.refused_calls);
+    copy.status.set_connections_cut(counts.connections_cut);
+  }
+  return copy;
+}
+
+void CoordinatorCore::ReportDefences(std::function<DefenceCounts()> counts) {
+  defence_counts_ = std::move(counts);
+}
+
+void CoordinatorCore::TellOfEnd(AgentLink* link, const JobOutcome& outcome) {
+  pb::CoordinatorMessage finished;
+  finished.mutable_finished()->set_state(JobPhaseName(outcome.phase));
+  finished.mutable_finished()->set_exit_code(outcome.exit_code);
+  finished.mutable_finished()->set_summary(outcome.summary);
+  link->Send(finished);
+}
+
+bool CoordinatorCore::FarewellsHeard() {
+  const TimePoint now = clock_();
+  for (auto it = awaiting_farewell_.begin(); it != awaiting_farewell_.end();) {
+    it = it->second < now ? awaiting_farewell_.erase(it) : std::next(it);
+  }
+  return links_.empty() && awaiting_farewell_.empty();
+}
+
+}  // namespace trl

@@ -1,0 +1,278 @@
+// The coordinator's core: it owns the job state machine and the set of
+// connected agents, turns agent messages into state-machine events, and
+// carries out the resulting decisions by sending messages to agents.
+// Transport-free: gRPC streams reach it through AgentLink.
+//
+// Not thread-safe, on purpose: one thread owns it (coordinator.h's owner
+// thread; a test's own thread). Nothing it does blocks: AgentLink::Send
+// only queues, and the slow work of a generation's start (the rendezvous,
+// the state file's fsync) goes to the Offload, whose `done` must come back
+// on the owner's thread.
+#ifndef TRL_COORDINATOR_OWNER_CORE_H_
+#define TRL_COORDINATOR_OWNER_CORE_H_
+
+#include <signal.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/accelerate_config.h"
+#include "common/heartbeat_datagram.h"
+#include "common/stop_signals.h"
+#include "coordinator/job/state_machine.h"
+#include "coordinator/owner/agent_link.h"
+#include "coordinator/record/events.h"
+#include "coordinator/record/state_file.h"
+#include "coordinator/status/job_status.h"
+#include "proto/trl_launch.pb.h"
+
+namespace trl {
+
+// What each generation needs from the outside world.
+struct RendezvousData {
+  int master_port = 0;
+  std::string nccl_unique_id_hex;  // empty without NCCL
+};
+using RendezvousSource = std::function<absl::StatusOr<RendezvousData>(
+    const std::string& master_addr)>;
+
+// The system's wall clock: Unix time in milliseconds.
+int64_t SystemUnixMillis();
+
+struct CoordinatorOptions {
+  AccelerateConfig config;
+  // Launcher settings every agent must share (LauncherFingerprint), checked
+  // with the config's fingerprint.
+  std::map<std::string, std::string> launcher_fingerprint;
+  std::vector<std::string> worker_argv;
+  // worker_argv[0] is the Python interpreter (an agent's own --python may
+  // take its place).
+  bool worker_argv_runs_python = false;
+  std::string job_id;
+  // host:port the coordinator serves on (TRL_COORDINATOR_ADDR).
+  std::string coordinator_address;
+  // How the job behaves: restarts, timeouts, grace, elasticity, cordons
+  // and spares (job/state_machine.h). policy.tick_interval is how often the
+  // caller promises to Tick (zero: no promise; the owner then ticks every
+  // second).
+  JobPolicy policy;
+  // Where the job's state is kept for a restarted coordinator; empty: not
+  // kept.
+  std::string state_file;
+  std::string identity;  // of the job, see JobRecord
+  // Set when this coordinator picks up a job an earlier one ran.
+  std::optional<JobRecord> resume;
+  // Opens the workers' store namespace of a generation and returns its
+  // token (TRL_STORE_TOKEN); unset: the job has no store.
+  std::function<std::string(const std::string& job_id, int64_t generation)>
+      open_store_generation;
+};
+
+class CoordinatorCore {
+ public:
+  using Clock = std::function<TimePoint()>;
+  // Runs `work` where slow work may run (it must not touch the core), then
+  // `done` on the owner's thread. Without one, both run at once, in line.
+  using Offload = std::function<void(std::function<void()> work,
+                                     std::function<void()> done)>;
+
+  // The wall clock, Unix time in milliseconds: what the state file and the
+  // events say (a restarted coordinator's backoff, an event's time).
+  using WallClock = std::function<int64_t()>;
+
+  CoordinatorCore(CoordinatorOptions options, RendezvousSource rendezvous,
+                  Clock clock, WallClock wall_clock = SystemUnixMillis);
+
+  void OnMessage(AgentLink* link, const trl::launch::v1::AgentMessage& message);
+  // Idempotent: a link may report its end more than once.
+  void OnDisconnected(AgentLink* link);
+  // Stops the job; workers get `signal` first (the one that stopped us, so
+  // that a pre-emption notice such as SIGUSR1 reaches them; not again if
+  // Slurm sent it to them), then SIGKILL after the grace period.
+  void RequestStop(const std::string& reason, int exit_code,
+                   const StopSignal& signal = StopSignal{SIGTERM});
+  // Checks timeouts; the edge calls it every monitor interval, or at
+  // NextDeadline if that is sooner.
+  void Tick();
+  std::optional<TimePoint> NextDeadline() const;
+
+  // The whole status (every machine, rank and failure).
+  trl::launch::v1::JobStatus Status() const;
+  // What `request` asks for (status/view.h).
+  trl::launch::v1::JobStatus Status(
+      const trl::launch::v1::JobStatusRequest& request) const;
+  // The rows `request` asks for, copied: FinishJobStatus (job_status.h)
+  // makes the answer of them on another thread.
+  JobStatusCopy CopyStatus(
+      const trl::launch::v1::JobStatusRequest& request) const;
+  // What the connection defences refused so far (calls without the
+  // token, connections over the caps), reported with Status() so that
+  // `ps --json` and /metrics show the same numbers. `counts` must be
+  // cheap and must not call back into the Coordinator.
+  struct DefenceCounts {
+    uint64_t refused_calls = 0;
+    uint64_t connections_cut = 0;
+  };
+  void ReportDefences(std::function<DefenceCounts()> counts);
+  const std::string& job_id() const { return options_.job_id; }
+  // Where the registered agents' connections come from, "ADDRESS:PORT"
+  // ("[ADDRESS]:PORT" for IPv6): connection caps never cut these.
+  std::set<std::string> AgentPeers() const;
+
+  // Offers heartbeats over UDP on `port` to agents that register from now
+  // on; `random_bytes(n)` gives each stream its session and key.
+  void OfferUdpHeartbeats(int port,
+                          std::function<std::string(size_t)> random_bytes);
+  // A batch of datagrams read from the UDP port: each that is a heartbeat
+  // of a registered stream's session, correctly signed and newer than the
+  // last, counts as that agent's heartbeat and gets an ack.
+  struct DatagramReply {
+    size_t index;  // of the datagram answered
+    std::string bytes;
+  };
+  std::vector<DatagramReply> OnHeartbeatDatagrams(
+      const std::vector<std::string_view>& datagrams);
+
+  // The machine whose registered agent holds `link`'s stream, or -1 (not
+  // registered, or no longer).
+  int MachineOf(const AgentLink* link) const;
+  // Queues `message` on the stream of each registered agent of
+  // `machines` (every one when empty); returns how many (log_relay.h).
+  int SendToMachines(const std::set<int>& machines,
+                     const trl::launch::v1::CoordinatorMessage& message);
+
+  // Called whenever an agent registers (first, again, or in another's
+  // place) with its machine and stream (log_relay.h subscribes it again).
+  // Runs on the owner: it may only queue on `link`, never wait for the
+  // Coordinator. nullptr: none.
+  void OnRegistered(
+      std::function<void(int machine_rank, AgentLink* link)> callback) {
+    on_registered_ = std::move(callback);
+  }
+
+  // `trl-coord uncordon`: the host may be given ranks again; NotFound if
+  // it was not cordoned.
+  absl::Status Uncordon(const std::string& hostname);
+
+  // The job's history (record/events.h).
+  trl::launch::v1::JobEvents Events() const;
+
+  // How the job ended, once it has.
+  const std::optional<JobOutcome>& outcome() const {
+    return machine_.outcome();
+  }
+  // Whether every machine told how the job ended has said it heard (an
+  // agent whose stream was cut at the end hears it when it registers
+  // again; it is awaited until its lease and 2 s have passed) and every
+  // agent stream has ended.
+  bool FarewellsHeard();
+  // Whether slow work it handed to the Offload has not come back yet.
+  bool WorkOutstanding() const { return outstanding_work_ > 0; }
+
+  void SetOffload(Offload offload) { offload_ = std::move(offload); }
+
+ private:
+  void HandleRegistration(AgentLink* link,
+                          const trl::launch::v1::AgentRegistration& request);
+  void StartGeneration();
+  void Execute(const Decision& decision);
+  // Re-keys the streams of agents that stand for another machine or spare
+  // now, and tells them.
+  void ApplyHandovers(const std::vector<Handover>& handovers);
+  void SendToRegistered(const trl::launch::v1::CoordinatorMessage& message);
+  void RememberStopSignal(const StopSignal& signal);
+
+  const CoordinatorOptions options_;
+  const RendezvousSource rendezvous_;
+  const Clock clock_;
+  const WallClock wall_clock_;
+
+  JobStateMachine machine_;
+  Offload offload_;
+  int outstanding_work_ = 0;
+  // Hands `work` to the Offload (or runs it in line), then `done` here.
+  void OffloadWork(std::function<void()> work, std::function<void()> done);
+  // A generation's start is being prepared off the owner's thread; more
+  // ticks that find the job ready to start do not prepare another.
+  bool preparing_generation_ = false;
+  // The prepared generation starts if the job is still ready for it and
+  // machine 0 still has the address it was prepared for.
+  struct PreparedGeneration {
+    int64_t generation = 0;
+    std::string master_addr;
+    absl::StatusOr<RendezvousData> rendezvous;
+    absl::Status kept;  // the state file saying it may have run
+    // Where each machine's agent was when the record was made: a spare
+    // that took a place meanwhile is not in the kept record (a restarted
+    // coordinator would trust the wrong host), so the start is prepared
+    // again.
+    std::map<int, HostIdentity> hosts;
+  };
+  void StartPreparedGeneration(const PreparedGeneration& prepared);
+  // Whether every machine's agent is where `hosts` says.
+  bool SameHosts(const std::map<int, HostIdentity>& hosts) const;
+  // The job's record (state_file) saying `generation` may have run.
+  JobRecord RecordOf(int64_t generation) const;
+  // Writes `record` off the owner's thread (in order with every other
+  // write), noting on success what it kept.
+  void PersistInBackground(JobRecord record);
+  std::set<AgentLink*> links_;
+  // Streams of machines declared lost, open until their generation stopped.
+  std::set<AgentLink*> fenced_;
+  // Once the job has ended: machines not yet known to have heard it, each
+  // until when it is awaited (a machine told on its stream: as long as the
+  // caller waits; one cut off before the end: its lease and 2 s, time to
+  // notice and register again), and the streams that told them.
+  std::map<int, TimePoint> awaiting_farewell_;
+  std::map<AgentLink*, int> told_of_end_;
+  void TellOfEnd(AgentLink* link, const JobOutcome& outcome);
+  // A registered agent's stream: its machine and when its heartbeats are
+  // acknowledged.
+  struct Registered {
+    int machine_rank = 0;
+    std::chrono::milliseconds ack_every{0};  // 0: every heartbeat
+    TimePoint last_ack;
+    // UDP heartbeats, if offered: 0 / empty otherwise.
+    uint64_t udp_session = 0;
+    std::unique_ptr<HeartbeatKey> udp_key;
+    uint64_t udp_counter = 0;        // the last accepted
+    const char* heartbeat_via = "";  // "udp" or "stream" once one came
+  };
+  std::map<AgentLink*, Registered> registered_;
+  // Registered streams by UDP session.
+  std::unordered_map<uint64_t, AgentLink*> by_udp_session_;
+  int udp_port_ = 0;  // 0: UDP heartbeats not offered
+  std::function<std::string(size_t)> random_bytes_;
+  bool told_of_bad_datagram_ = false;
+  // Gives a newly registered stream a UDP session and key, in `reply`.
+  void OfferUdpSession(AgentLink* link, Registered& agent,
+                       trl::launch::v1::RegistrationReply* reply);
+  // Ends a registered stream's entry (and its UDP session).
+  std::map<AgentLink*, Registered>::iterator Unregister(
+      std::map<AgentLink*, Registered>::iterator it);
+  std::function<DefenceCounts()> defence_counts_;
+  std::function<void(int, AgentLink*)> on_registered_;
+  StopSignal stop_signal_{SIGTERM};  // what stop orders send first
+  // Cordoned hosts already logged (JobStateMachine::cordoned).
+  std::set<std::string> cordons_logged_;
+  JobEventLog events_;
+  // Adds to the job's history, at the current generation.
+  void Note(const char* kind, int machine_rank, std::string text);
+  // The coordinator's own stalls (JobStateMachine::own_stalls) logged.
+  std::chrono::steady_clock::duration stalls_logged_{};
+  // What the state file says now, to write it again only on a change.
+  int persisted_restarts_ = 0;
+  size_t persisted_failures_ = 0;
+};
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_OWNER_CORE_H_

@@ -1,0 +1,99 @@
+// What an agent writes into the job's record is held to a few KiB, however
+// much it sends: a registered agent (a token holder, or one of another
+// build) could otherwise put gRPC's 4 MiB message limit into the failure
+// history, the log, `ps` and every status page fetch.
+#include <gtest/gtest.h>
+
+#include "coordinator/owner/core.h"
+#include "tests/lib/coordinator_harness.h"
+#include "tests/lib/fake_agent_link.h"
+
+namespace trl {
+namespace {
+
+namespace pb = trl::launch::v1;
+
+constexpr size_t kHuge = 3 << 20;  // under gRPC's 4 MiB message limit
+constexpr size_t kBound = 4096;    // what a failure's reason may take
+
+class AgentTextBoundsTest : public ::testing::Test {
+ protected:
+  AgentTextBoundsTest() : options_(TwoMachineCpuJob()) {
+    core_ = CoordinatorOnClock(options_, [this] { return now_; });
+  }
+  const pb::FailureRecord& OnlyFailure() {
+    status_ = core_->Status();
+    EXPECT_EQ(status_.failures_size(), 1);
+    return status_.failures(0);
+  }
+  CoordinatorOptions options_;
+  std::chrono::steady_clock::time_point now_{std::chrono::seconds(100)};
+  std::unique_ptr<CoordinatorCore> core_;
+  pb::JobStatus status_;
+  FakeAgentLink a_, b_;
+};
+
+TEST_F(AgentTextBoundsTest, AHugeCommandCheckProblemIsCut) {
+  pb::AgentMessage registration = Registration(options_, 0, 3000);
+  registration.mutable_registration()->set_checks_command(true);
+  core_->OnMessage(&a_, registration);
+  pb::AgentMessage check;
+  check.mutable_command_check()->set_problem(std::string(kHuge, 'x'));
+  core_->OnMessage(&a_, check);
+  const pb::FailureRecord& failure = OnlyFailure();
+  EXPECT_LT(failure.reason().size(), kBound);
+  EXPECT_NE(failure.reason().find("cannot run the command: xxx"),
+            std::string::npos);
+  EXPECT_NE(failure.reason().find("[cut]"), std::string::npos);
+  EXPECT_LT(status_.ByteSizeLong(), 2 * kBound);
+}
+
+TEST_F(AgentTextBoundsTest, AHugeWorkerExitReasonIsCut) {
+  core_->OnMessage(&a_, Registration(options_, 0, 3000));
+  core_->OnMessage(&b_, Registration(options_, 1, 3000));
+  ASSERT_EQ(core_->Status().state(), "running");
+  pb::AgentMessage message;
+  auto* exited = message.mutable_worker_exited();
+  exited->set_generation(0);
+  exited->set_local_rank(0);
+  exited->set_exit_code(3);
+  exited->set_reason(std::string(kHuge, 'r'));
+  exited->set_start_error(std::string(kHuge, 's'));
+  core_->OnMessage(&a_, message);
+  const pb::FailureRecord& failure = OnlyFailure();
+  EXPECT_LT(failure.reason().size(), kBound);
+  EXPECT_LT(status_.ByteSizeLong(), 4 * kBound);
+}
+
+TEST_F(AgentTextBoundsTest, TextIsCutBetweenCharactersSoTheStatusParses) {
+  core_->OnMessage(&a_, Registration(options_, 0, 3000));
+  core_->OnMessage(&b_, Registration(options_, 1, 3000));
+  pb::AgentMessage message;
+  auto* exited = message.mutable_worker_exited();
+  exited->set_generation(0);
+  exited->set_local_rank(0);
+  exited->set_exit_code(3);
+  std::string accents;
+  for (int i = 0; i < 5000; ++i) accents += "\xc3\xa9";  // "é", 2 bytes
+  exited->set_reason("x" + accents);  // every cut at an even byte splits one
+  exited->add_last_lines("x" + accents);
+  core_->OnMessage(&a_, message);
+  pb::JobStatus parsed;
+  EXPECT_TRUE(parsed.ParseFromString(core_->Status().SerializeAsString()));
+  ASSERT_EQ(parsed.failures_size(), 1);
+  EXPECT_NE(parsed.failures(0).reason().find("[cut]"), std::string::npos);
+}
+
+TEST_F(AgentTextBoundsTest, AHugeHostnameIsCut) {
+  pb::AgentMessage registration = Registration(options_, 0, 3000);
+  registration.mutable_registration()->set_hostname(std::string(kHuge, 'h'));
+  registration.mutable_registration()->set_advertise_addr(
+      std::string(kHuge, 'a'));
+  core_->OnMessage(&a_, registration);
+  const pb::JobStatus status = core_->Status();
+  ASSERT_EQ(status.nodes_size(), 1);
+  EXPECT_LT(status.ByteSizeLong(), 2 * kBound);
+}
+
+}  // namespace
+}  // namespace trl

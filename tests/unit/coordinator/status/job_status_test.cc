@@ -1,0 +1,118 @@
+#include "coordinator/status/job_status.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/status/table.h"
+
+namespace trl {
+namespace {
+
+namespace pb = trl::launch::v1;
+
+using std::chrono::seconds;
+
+TEST(JobStatusTest, DescribesJobNodesRanksAndFailures) {
+  TimePoint now = TimePoint() + seconds(100);
+  JobSettings settings;
+  settings.job_id = "job-7";
+  settings.num_machines = 1;
+  settings.command = {"python3", "-u", "train.py"};
+  JobStateMachine job(settings, now);
+  AgentInfo agent;
+  agent.machine_rank = 0;
+  agent.hostname = "node01";
+  agent.advertise_addr = "10.231.0.1";
+  agent.local_world_size = 2;
+  ASSERT_TRUE(job.Register(agent, now).ok());
+  const GenerationStart start = job.StartGeneration(now);
+  job.WorkerStarted(0, start.generation, 0, 111, now);
+  job.WorkerStarted(0, start.generation, 1, 222, now);
+  WorkerExit crash;
+  crash.exit_code = 5;
+  crash.last_lines = {"boom"};
+  job.WorkerExited(0, start.generation, 1, crash, now);
+  now += seconds(3);
+
+  const auto status = DescribeJob(job, now);
+  EXPECT_EQ(status.job_id(), "job-7");
+  EXPECT_EQ(status.state(), "stopping");
+  EXPECT_EQ(status.world_size(), 2);
+  EXPECT_DOUBLE_EQ(status.uptime_s(), 3.0);
+  ASSERT_EQ(status.nodes_size(), 1);
+  EXPECT_EQ(status.nodes(0).hostname(), "node01");
+  EXPECT_DOUBLE_EQ(status.nodes(0).last_heartbeat_age_s(), 3.0);
+  ASSERT_EQ(status.ranks_size(), 2);
+  EXPECT_EQ(status.ranks(0).pid(), 111);
+  EXPECT_EQ(status.ranks(0).state(), "running");
+  EXPECT_EQ(status.ranks(1).state(), "failed");
+  EXPECT_EQ(status.ranks(1).exit_code(), 5);
+  ASSERT_EQ(status.failures_size(), 1);
+  EXPECT_EQ(status.failures(0).last_lines(0), "boom");
+
+  const std::string table = FormatJobTable(status);
+  EXPECT_NE(table.find("JOB job-7"), std::string::npos) << table;
+  EXPECT_NE(table.find("node01"), std::string::npos);
+  EXPECT_NE(table.find("python3 -u train.py"), std::string::npos);
+  EXPECT_NE(table.find("| boom"), std::string::npos);
+
+  const std::string json = FormatJobJson(status);
+  EXPECT_NE(json.find("\"job_id\": \"job-7\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"pid\": 222"), std::string::npos) << json;
+}
+
+// A large job (20 machines x 8 ranks): what is wrong, and the counts, not
+// 160 lines.
+TEST(JobStatusTableTest, ALargeJobIsSummarisedUnlessEveryRowIsAskedFor) {
+  pb::JobStatus status;
+  status.set_job_id("big");
+  status.set_state("stopping");
+  for (int m = 0; m < 20; ++m) {
+    auto* node = status.add_nodes();
+    node->set_machine_rank(m);
+    node->set_hostname("host" + std::to_string(m));
+    node->set_state(m == 13 ? "lost" : "stopping");
+    for (int local = 0; local < 8; ++local) {
+      auto* rank = status.add_ranks();
+      rank->set_rank(m * 8 + local);
+      rank->set_machine_rank(m);
+      rank->set_local_rank(local);
+      rank->set_state(m == 13 ? "lost"
+                              : (m * 8 + local == 42 ? "failed" : "running"));
+      if (rank->rank() == 42) rank->set_exit_code(3);
+    }
+  }
+  for (int i = 0; i < 7; ++i) {
+    auto* failure = status.add_failures();
+    failure->set_generation(i);
+    failure->set_reason("failure number " + std::to_string(i));
+  }
+  const std::string summary = FormatJobTable(status);
+  EXPECT_NE(summary.find("machines: stopping 19, lost 1"), std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("ranks: running 151, failed 1, lost 8"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("host13"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("host12"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("42     2      5"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("running    -"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("failure number 1\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("(2 earlier ones"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("failure number 6"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("trl-coord ps --ranks lists every one"),
+            std::string::npos)
+      << summary;
+
+  const std::string whole = FormatJobTable(status, /*every_row=*/true);
+  EXPECT_NE(whole.find("host12"), std::string::npos);
+  EXPECT_NE(whole.find("failure number 1\n"), std::string::npos);
+  size_t rank_lines = 0;
+  for (size_t at = whole.find("running    -"); at != std::string::npos;
+       at = whole.find("running    -", at + 1)) {
+    ++rank_lines;
+  }
+  EXPECT_EQ(rank_lines, 151u);
+}
+
+}  // namespace
+}  // namespace trl
