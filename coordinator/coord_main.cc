@@ -35,6 +35,7 @@
 #include "common/worker_command.h"
 #include "coordinator/access/call_authenticator.h"
 #include "coordinator/access/connection_limits.h"
+#include "coordinator/access/daemon_credentials.h"
 #include "coordinator/access/refused_calls.h"
 #include "coordinator/cli/events.h"
 #include "coordinator/cli/logs.h"
@@ -42,6 +43,7 @@
 #include "coordinator/cli/ui.h"
 #include "coordinator/cli/uncordon.h"
 #include "coordinator/owner/coordinator.h"
+#include "coordinator/owner/job_options.h"
 #include "coordinator/ports/grpc_service.h"
 #include "coordinator/ports/log_relay.h"
 #include "coordinator/ports/udp_heartbeat_server.h"
@@ -51,6 +53,7 @@
 #include "coordinator/status/http_server.h"
 #include "coordinator/status/page.h"
 #include "coordinator/status/routes.h"
+#include "coordinator/status/status_service.h"
 
 namespace {
 
@@ -65,164 +68,84 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-absl::StatusOr<std::string> NewJobId() {
-  if (const char* id = std::getenv("TRL_JOB_ID")) {
-    // It names directories (log_dir/<job>, the demo's output): a path in
-    // disguise is refused.
-    if (!trl::IsValidJobId(id)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "TRL_JOB_ID '", id,
-          "' is not a job id: 1-128 characters of A-Z a-z 0-9 . _ -"));
-    }
-    return std::string(id);
-  }
-  unsigned char bytes[4] = {};
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t ignored = read(fd, bytes, sizeof(bytes));
-    (void)ignored;
-    close(fd);
-  }
-  return absl::StrFormat("trl-%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2],
-                         bytes[3]);
-}
-
 struct StartFlags {
   trl::LaunchOptions launch;
   bool no_local_agent = false;
   std::string state_file;
-  // The status page and /metrics (status/http_server.h): -1 means
-  // main_process_port + 1, 0 a free port.
-  int status_port = -1;
-  std::string status_address = "127.0.0.1";
-  bool no_status = false;
+  trl::StatusServiceFlags status;  // the status page and /metrics
   // Connections one address may hold before its unproven ones are cut
   // (connection_limits.h).
   int connections_per_address = 64;
 };
 
-// The status server has no authentication yet: it may listen on loopback
-// only, and a user reaches it through `ssh -L`.
-absl::Status CheckStatusAddress(const StartFlags& flags) {
-  if (flags.no_status || trl::IsLoopbackIp(flags.status_address)) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--status_address ", flags.status_address,
-      " is not a loopback address (127.0.0.0/8 or ::1): the status page has "
-      "no authentication of its own, so it is served on this machine only; "
-      "from elsewhere run `trl-coord ui --address HOST:PORT` there (the "
-      "daemons' authentication, the page on its loopback), or pass "
-      "--no_status"));
-}
+// What `start` settles before anything listens: the config as this machine
+// resolves it, the address to serve on, the workers' user, the
+// credentials, and the coordinator's options (the job resumed from the
+// state file, if it is the same job).
+struct JobPlan {
+  trl::LocalMachine machine;
+  trl::AccelerateConfig config;
+  std::string host;  // main_process_ip, resolved
+  std::optional<trl::WorkerUser> worker_user;
+  trl::DaemonCredentials credentials;
+  trl::CoordinatorOptions options;
+};
 
-// Serves the status page unless turned off; a port that cannot be bound
-// costs a warning, never the job.
-std::unique_ptr<trl::StatusHttpServer> StartStatusServer(
-    const StartFlags& flags, int main_process_port, trl::Coordinator* core) {
+// The flags' checks, in the order they were always made; each refusal is
+// what `start` prints (exit 2).
+absl::StatusOr<JobPlan> PlanJob(const StartFlags& flags,
+                                const std::vector<std::string>& command) {
   auto log = trl::ComponentLogger("coord");
-  if (flags.no_status) return nullptr;
-  const int port =
-      flags.status_port >= 0 ? flags.status_port : main_process_port + 1;
-  trl::StatusSources sources;
-  sources.snapshot = [core] { return core->Status(); };
-  sources.status = [core](const trl::launch::v1::JobStatusRequest& request) {
-    return core->Status(request);
-  };
-  sources.events = [core] { return core->Events(); };
-  sources.nonce = trl::NewPageNonce;
-  auto server = port > 65535
-                    ? absl::StatusOr<std::unique_ptr<trl::StatusHttpServer>>(
-                          absl::OutOfRangeError(
-                              absl::StrCat("port ", port, " is out of range")))
-                    : trl::StatusHttpServer::Start(
-                          flags.status_address, port,
-                          [sources](const trl::HttpRequest& request) {
-                            return trl::HandleStatusRequest(request, sources);
-                          });
-  if (!server.ok()) {
-    log->warn(
-        "no status page: {} (the job runs without it; choose another "
-        "--status_port, or --no_status)",
-        std::string(server.status().message()));
-    return nullptr;
-  }
-  log->info(
-      "status page on http://{}/ (JSON at /api/status, Prometheus at "
-      "/metrics)",
-      trl::JoinHostPort(flags.status_address, (*server)->port()));
-  return *std::move(server);
-}
-
-// What makes a job the same job: its command and the settings every machine
-// agrees on.
-std::string JobIdentity(const std::vector<std::string>& argv,
-                        const trl::AccelerateConfig& config) {
-  std::string text = absl::StrJoin(argv, "\x1f");
-  for (const auto& [key, value] : trl::AgreementFingerprint(config)) {
-    absl::StrAppend(&text, "\x1e", key, "=", value);
-  }
-  // SHA-256, not std::hash: the identity must be the same for every build
-  // (a coordinator upgraded between two runs still resumes its job).
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
-         digest);
-  std::string hex;
-  for (int i = 0; i < 16; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
-  return hex;
-}
-
-int Start(const StartFlags& flags, const std::vector<std::string>& command) {
-  // Before any thread starts, and before the token is read.
-  trl::StartJobGuardian();
-  auto log = trl::ComponentLogger("coord");
-  const trl::LocalMachine machine = trl::ReadLocalMachine();
+  JobPlan plan;
+  plan.machine = trl::ReadLocalMachine();
   std::vector<std::string> notes;
-  auto config = trl::ResolveLaunchConfig(flags.launch, machine, &notes);
-  if (!config.ok()) return Fail(std::string(config.status().message()));
-  if (absl::Status status = CheckStatusAddress(flags); !status.ok()) {
-    return Fail(std::string(status.message()));
+  auto config = trl::ResolveLaunchConfig(flags.launch, plan.machine, &notes);
+  if (!config.ok()) return config.status();
+  if (absl::Status status = trl::CheckStatusAddress(flags.status);
+      !status.ok()) {
+    return status;
   }
   for (const auto& note : notes) log->info("{}", note);
   if (flags.launch.spare) {
-    return Fail(
+    return absl::InvalidArgumentError(
         "--spare is for trl-agent (a machine waiting to take a lost one's "
         "place); trl-coord start runs the coordinator and machine 0");
   }
   if (!flags.no_local_agent && config->machine_rank != 0) {
-    return Fail(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "trl-coord start runs machine 0, but machine_rank is ",
         config->machine_rank, "; run `trl-agent` on the other machines"));
   }
   const auto& o = flags.launch;
-  std::optional<trl::WorkerUser> worker_user;
   if (!o.worker_user.empty()) {
     auto user = trl::ResolveWorkerUser(o.worker_user);
-    if (!user.ok()) return Fail(std::string(user.status().message()));
-    worker_user = *std::move(user);
+    if (!user.ok()) return user.status();
+    plan.worker_user = *std::move(user);
     if (absl::Status log_dir = trl::CheckLogDirForWorkerUser(o.log_dir);
         !log_dir.ok()) {
-      return Fail(std::string(log_dir.message()));
+      return log_dir;
     }
   }
   auto worker_argv =
       trl::BuildWorkerArgv(command, o.module, o.no_python, o.python);
-  if (!worker_argv.ok())
-    return Fail(std::string(worker_argv.status().message()));
+  if (!worker_argv.ok()) return worker_argv.status();
   auto host = trl::ResolveHost(config->main_process_ip);
   if (!host.ok()) {
-    return Fail(absl::StrCat("main_process_ip: ", host.status().message()));
+    return absl::Status(
+        host.status().code(),
+        absl::StrCat("main_process_ip: ", host.status().message()));
   }
+  plan.host = *host;
   if (config->main_process_port == 0) {  // as Accelerate: a free port
     auto port = trl::PickFreePort(*host);
-    if (!port.ok()) return Fail(std::string(port.status().message()));
+    if (!port.ok()) return port.status();
     config->main_process_port = *port;
     log->info(
         "main_process_port 0: the coordinator listens on free port {} (give "
         "trl-agent on the other machines --main_process_port {})",
         *port, *port);
   }
-  if (const std::string warning = trl::MissingGpuWarning(*config, machine);
+  if (const std::string warning = trl::MissingGpuWarning(*config, plan.machine);
       !warning.empty()) {
     log->warn("{}", warning);
   }
@@ -234,196 +157,163 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
         "to 127.0.1.1 in /etc/hosts; give machine 0's network address)",
         config->main_process_ip, *host);
   }
+  auto credentials = trl::ResolveDaemonCredentials(o, *host);
+  if (!credentials.ok()) return credentials.status();
+  plan.credentials = *std::move(credentials);
 
-  if (o.insecure && !trl::IsLoopbackAddress(*host)) {
-    return Fail(absl::StrCat(
-        "--insecure is refused on ", *host,
-        ": without authentication anyone who reaches the port can run "
-        "commands on every node; it is allowed on a loopback address only"));
-  }
-  auto auth_token = trl::ResolveAuthToken(o.auth_token_file, o.insecure,
-                                          /*create_if_missing=*/true);
-  if (!auth_token.ok()) return Fail(std::string(auth_token.status().message()));
-  trl::ForgetTokenFromEnvironment();
-  if (o.insecure) log->warn("no authentication (--insecure)");
-  // By default every connection is TLS with the identity derived from the
-  // token (mutual: the token itself never crosses the network). Given
-  // certificates, TLS with them and the token as a bearer over it.
-  const trl::TlsFiles user_tls{o.tls_cert, o.tls_key, o.tls_ca};
-  std::optional<trl::DerivedIdentity> identity;
-  if (!o.insecure && !user_tls.enabled()) {
-    auto derived = trl::DeriveIdentity(*auth_token);
-    if (!derived.ok()) return Fail(std::string(derived.status().message()));
-    identity = *std::move(derived);
-  }
-  auto server_credentials =
-      identity ? absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>>(
-                     trl::DerivedServerCredentials(*identity, true))
-               : trl::ServerCredentials(user_tls);
-  if (!server_credentials.ok()) {
-    return Fail(std::string(server_credentials.status().message()));
-  }
-
-  trl::CoordinatorOptions options;
+  trl::CoordinatorOptions& options = plan.options;
   options.config = *config;
   options.launcher_fingerprint = trl::LauncherFingerprint(o);
   // BuildWorkerArgv puts the interpreter (and -u) before a .py script or
   // a module: an agent's own --python may take its place.
   options.worker_argv_runs_python = worker_argv->size() > command.size();
   options.worker_argv = *worker_argv;
-  auto job_id = NewJobId();
-  if (!job_id.ok()) return Fail(std::string(job_id.status().message()));
+  auto job_id = trl::NewJobId();
+  if (!job_id.ok()) return job_id.status();
   options.job_id = *job_id;
-  // A coordinator restarted on the same address picks up the job its
-  // predecessor ran, if it is the same job (command and config).
-  options.state_file = flags.state_file;
-  if (options.state_file.empty()) {
-    auto path = trl::DefaultJobStatePath(*host, config->main_process_port);
-    if (path.ok()) {
-      options.state_file = *path;
-    } else {
-      // A safe fallback: nothing kept rather than a file others control.
-      log->warn(
-          "the job's state is not kept ({}); a coordinator restarted on this "
-          "address will start a new job (or pass --state_file)",
-          std::string(path.status().message()));
-    }
-  }
-  options.identity = JobIdentity(*worker_argv, *config);
-  auto previous =
-      options.state_file.empty()
-          ? absl::StatusOr<std::optional<trl::JobRecord>>(std::nullopt)
-          : trl::LoadJobRecord(options.state_file);
-  if (!previous.ok()) {
-    log->warn("{}; starting a new job",
-              std::string(previous.status().message()));
-  } else if (*previous && (*previous)->identity == options.identity) {
-    options.resume = *previous;
-    options.job_id = (*previous)->job_id;
-    log->info("resuming job {} after generation {} ({} restarts used), from {}",
-              options.job_id, (*previous)->generation,
-              (*previous)->restarts_used, options.state_file);
-  } else if (*previous) {
-    log->warn("{} belongs to another job ({}); starting a new job",
-              options.state_file, (*previous)->job_id);
-  }
+  options.identity = trl::JobIdentity(*worker_argv, *config);
+  trl::ChooseStateFile(flags.state_file, *host, config->main_process_port,
+                       &options);
   options.coordinator_address =
       trl::JoinHostPort(*host, config->main_process_port);
-  options.policy.restart.max_restarts = o.max_restarts;
-  options.policy.restart.initial_backoff = Millis(o.restart_backoff_s);
-  options.policy.restart.max_backoff = Millis(o.restart_backoff_max_s);
-  auto no_restart = trl::ParseExitCodeList(o.no_restart_exit_codes);
-  if (!no_restart.ok()) return Fail(std::string(no_restart.status().message()));
-  options.policy.restart.no_restart_exit_codes.insert(no_restart->begin(),
-                                                      no_restart->end());
-  options.policy.agent_heartbeat_timeout =
-      Millis(o.AgentHeartbeatTimeoutSeconds());
-  options.policy.rejoin_timeout = Millis(o.rejoin_timeout_s);
-  options.policy.registration_timeout = Millis(o.rdzv_timeout_s);
-  options.policy.stop_grace = Millis(o.stop_grace_s);
-  options.policy.elastic_wait = Millis(o.elastic_wait_s);
-  options.policy.rescale_on_join = o.rescale_on_join;
-  options.policy.cordon_after = o.cordon_after;
-  options.policy.cordon_window = Millis(o.cordon_window_s);
-  options.policy.max_spares = o.max_spares;
-  options.policy.tick_interval = Millis(o.monitor_interval_s);
+  auto policy = trl::JobPolicyFromFlags(o);
+  if (!policy.ok()) return policy.status();
+  options.policy = *std::move(policy);
+  plan.config = *std::move(config);
+  return plan;
+}
+
+// Everything that serves the job, in the order it starts (and the reverse
+// of the order it ends): the NCCL id source, the workers' store and its
+// port, the coordinator (the owner), `trl-coord logs`' relay, the main
+// port, the connection governor, the status page and the UDP heartbeats.
+struct JobServers {
+  std::unique_ptr<trl::NcclIdSource> nccl;
+  trl::StoreService store;
+  std::unique_ptr<trl::CoordinatorServer> store_server;
+  std::unique_ptr<trl::Coordinator> core;
+  std::unique_ptr<trl::LogRelay> log_relay;
+  std::unique_ptr<trl::CoordinatorServer> server;
+  std::unique_ptr<trl::ConnectionGovernor> governor;
+  std::unique_ptr<trl::StatusHttpServer> status;
+  std::unique_ptr<trl::UdpHeartbeatServer> udp_heartbeats;
+};
+
+// Starts them into `s`, which the caller holds: on a refusal, what started
+// ends after the refusal is said, as it always did.
+absl::Status StartServers(const StartFlags& flags, JobPlan& plan,
+                          JobServers* s) {
+  auto log = trl::ComponentLogger("coord");
+  const auto& o = flags.launch;
+  const trl::AccelerateConfig& config = plan.config;
+  const std::string& host = plan.host;
+  const trl::DaemonCredentials& credentials = plan.credentials;
+  const std::optional<trl::DerivedIdentity>& identity = credentials.identity;
+  trl::CoordinatorOptions& options = plan.options;
   // GPU jobs get a fresh NCCL unique id per generation, from a helper
   // process beside this binary (built when NCCL was found).
-  std::unique_ptr<trl::NcclIdSource> nccl;
   if (const std::string helper = trl::FindNcclRootHelper();
-      !helper.empty() && !config->use_cpu) {
-    nccl = std::make_unique<trl::NcclIdSource>(helper);
+      !helper.empty() && !config.use_cpu) {
+    s->nccl = std::make_unique<trl::NcclIdSource>(helper);
   }
   // The workers' rendezvous store (Gloo jobs): on the coordinator's port,
   // or, where that port requires the token's identity (which workers must
   // not hold), on a port of its own with TLS that workers verify with the
   // identity's certificate alone. Either way its calls carry a credential
   // per job and generation.
-  trl::StoreService store;
   const int idle_connection_ms =
       static_cast<int>(Millis(o.connection_idle_timeout_s).count());
-  std::unique_ptr<trl::CoordinatorServer> store_server;
-  if (absl::Status can = trl::CheckCanListen(*host, config->main_process_port);
+  if (absl::Status can = trl::CheckCanListen(host, config.main_process_port);
       !can.ok()) {
-    return Fail(std::string(can.message()));
+    return can;
   }
   // Credentials checked on each call's headers, before its body is read
   // (call_authenticator.h): the store's by the current generation's token.
-  auto store_token_ok = [&store](const std::string& token) {
-    return store.IsCurrentToken(token);
+  auto store_token_ok = [s](const std::string& token) {
+    return s->store.IsCurrentToken(token);
   };
   if (identity) {
     auto store_credentials = trl::DerivedServerCredentials(*identity, false);
     store_credentials->SetAuthMetadataProcessor(
         std::make_shared<trl::CallAuthenticator>("", store_token_ok));
     auto started =
-        trl::CoordinatorServer::Start(*host, 0, nullptr, "", store_credentials,
-                                      store.service(), idle_connection_ms);
-    if (!started.ok()) return Fail(std::string(started.status().message()));
-    store_server = *std::move(started);
+        trl::CoordinatorServer::Start(host, 0, nullptr, "", store_credentials,
+                                      s->store.service(), idle_connection_ms);
+    if (!started.ok()) return started.status();
+    s->store_server = *std::move(started);
     options.coordinator_address =
-        trl::JoinHostPort(*host, store_server->port());
+        trl::JoinHostPort(host, s->store_server->port());
   }
-  options.open_store_generation = [&store](const std::string& job_id,
-                                           int64_t generation) {
-    return store.OpenGeneration(job_id, generation);
+  options.open_store_generation = [s](const std::string& job_id,
+                                      int64_t generation) {
+    return s->store.OpenGeneration(job_id, generation);
   };
-  trl::Coordinator core(
+  s->core = std::make_unique<trl::Coordinator>(
       options,
-      [&nccl](const std::string& master_addr) {
-        return trl::PrepareRendezvous(master_addr, nccl.get());
+      [s](const std::string& master_addr) {
+        return trl::PrepareRendezvous(master_addr, s->nccl.get());
       },
       [] { return steady_clock::now(); });
-  if (!identity && user_tls.enabled() && !auth_token->empty()) {
-    (*server_credentials)
-        ->SetAuthMetadataProcessor(std::make_shared<trl::CallAuthenticator>(
-            trl::BearerValue(*auth_token), store_token_ok));
+  trl::Coordinator& core = *s->core;
+  if (!identity && credentials.user_tls.enabled() &&
+      !credentials.auth_token.empty()) {
+    credentials.server->SetAuthMetadataProcessor(
+        std::make_shared<trl::CallAuthenticator>(
+            trl::BearerValue(credentials.auth_token), store_token_ok));
   }
-  trl::LogRelay log_relay(&core);  // `trl-coord logs`
+  s->log_relay = std::make_unique<trl::LogRelay>(&core);  // `trl-coord logs`
   auto server = trl::CoordinatorServer::Start(
-      *host, config->main_process_port, &core, identity ? "" : *auth_token,
-      *server_credentials, identity ? nullptr : store.service(),
-      idle_connection_ms, /*peer_identity=*/identity.has_value(), &log_relay);
-  if (!server.ok()) return Fail(std::string(server.status().message()));
+      host, config.main_process_port, &core,
+      identity ? "" : credentials.auth_token, credentials.server,
+      identity ? nullptr : s->store.service(), idle_connection_ms,
+      /*peer_identity=*/identity.has_value(), s->log_relay.get());
+  if (!server.ok()) return server.status();
+  s->server = *std::move(server);
   // At most 64 connections from one address and a share of the
   // descriptors unproven, on each port (connection_limits.h); registered
   // agents and workers that made an authenticated store call are kept.
-  std::vector<int> governed_ports = {(*server)->port()};
-  if (store_server) governed_ports.push_back(store_server->port());
+  std::vector<int> governed_ports = {s->server->port()};
+  if (s->store_server) governed_ports.push_back(s->store_server->port());
   rlimit open_files{};
   getrlimit(RLIMIT_NOFILE, &open_files);
   const uint64_t descriptors = open_files.rlim_cur == RLIM_INFINITY
                                    ? uint64_t{1} << 30
                                    : static_cast<uint64_t>(open_files.rlim_cur);
   if (const auto warning = trl::DescriptorLimitWarning(
-          descriptors, config->num_machines,
+          descriptors, config.num_machines,
           static_cast<int>(governed_ports.size()))) {
     log->warn("{}", *warning);
   }
   // Unproven connections: half of what the proven ones leave of the
   // descriptors, shared between the ports (connection_limits.h).
-  trl::ConnectionGovernor governor(
+  s->governor = std::make_unique<trl::ConnectionGovernor>(
       governed_ports, flags.connections_per_address, descriptors,
-      [&core, &store] {
-        std::set<std::string> proven = core.AgentPeers();
-        proven.merge(store.AuthenticatedPeers());
+      [s] {
+        std::set<std::string> proven = s->core->AgentPeers();
+        proven.merge(s->store.AuthenticatedPeers());
         return proven;
       },
       std::chrono::milliseconds(200));
-  core.ReportDefences([&governor] {
+  core.ReportDefences([s] {
     return trl::Coordinator::DefenceCounts{
-        trl::RefusedCalls::InProcess(), static_cast<uint64_t>(governor.cut())};
+        trl::RefusedCalls::InProcess(),
+        static_cast<uint64_t>(s->governor->cut())};
   });
-  const std::unique_ptr<trl::StatusHttpServer> status_server =
-      StartStatusServer(flags, config->main_process_port, &core);
+  trl::StatusSources sources;
+  sources.snapshot = [&core] { return core.Status(); };
+  sources.status = [&core](const trl::launch::v1::JobStatusRequest& request) {
+    return core.Status(request);
+  };
+  sources.events = [&core] { return core.Events(); };
+  s->status = trl::StartStatusService(flags.status, config.main_process_port,
+                                      std::move(sources));
   // Heartbeats as UDP datagrams on the same port, if it can be bound.
-  std::unique_ptr<trl::UdpHeartbeatServer> udp_heartbeats;
   if (!o.no_udp_heartbeats) {
     auto udp =
-        trl::UdpHeartbeatServer::Start(*host, config->main_process_port, &core);
+        trl::UdpHeartbeatServer::Start(host, config.main_process_port, &core);
     if (udp.ok()) {
-      udp_heartbeats = *std::move(udp);
-      core.OfferUdpHeartbeats(config->main_process_port, [](size_t count) {
+      s->udp_heartbeats = *std::move(udp);
+      core.OfferUdpHeartbeats(config.main_process_port, [](size_t count) {
         auto bytes = trl::RandomBytes(count);
         return bytes.ok() ? *bytes : std::string();
       });
@@ -435,40 +325,61 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   log->info(
       "job {}: coordinator on {} ({}), waiting for {} machine(s), {} "
       "process(es) in all",
-      options.job_id, trl::JoinHostPort(*host, config->main_process_port),
+      options.job_id, trl::JoinHostPort(host, config.main_process_port),
       identity ? absl::StrCat("TLS with the token's identity; workers' store "
                               "on ",
                               options.coordinator_address)
-      : user_tls.enabled() ? std::string("TLS with the given certificates")
-                           : std::string("plaintext"),
-      config->num_machines, config->num_processes);
+      : credentials.user_tls.enabled()
+          ? std::string("TLS with the given certificates")
+          : std::string("plaintext"),
+      config.num_machines, config.num_processes);
   if (auto batch = trl::EffectiveBatchFromArguments(options.worker_argv,
-                                                    config->num_processes)) {
+                                                    config.num_processes)) {
     log->info("{}", batch->Describe());
   }
+  return absl::OkStatus();
+}
+
+// Machine 0's agent, in this process (null with --no_local_agent).
+std::unique_ptr<trl::Agent> LocalAgent(const StartFlags& flags,
+                                       const JobPlan& plan,
+                                       trl::Console* console) {
+  if (flags.no_local_agent) return nullptr;
+  const auto& o = flags.launch;
+  trl::AgentOptions agent_options =
+      trl::AgentOptionsFromFlags(plan.config, o, plan.machine, plan.host);
+  if (plan.credentials.identity) {
+    agent_options.identity = plan.credentials.identity;
+  } else {
+    agent_options.auth_token = plan.credentials.auth_token;
+    // One-way TLS (a certificate, no --tls_ca): machine 0's agent and
+    // its workers trust the coordinator's own certificate (self-signed,
+    // or a file with its chain up to the root).
+    if (!o.tls_cert.empty() && o.tls_ca.empty()) {
+      agent_options.tls_ca = o.tls_cert;
+    }
+  }
+  agent_options.worker_user = plan.worker_user;
+  // The coordinator is in this very process: no need to wait long.
+  agent_options.connect_timeout = std::chrono::seconds(30);
+  return std::make_unique<trl::Agent>(agent_options, console);
+}
+
+// Serves the job planned until it ends: the servers, machine 0's agent and
+// the stop signals; then the end, said. Returns the job's exit code.
+int RunJob(const StartFlags& flags, JobPlan plan) {
+  auto log = trl::ComponentLogger("coord");
+  // Held here, on the heap: the servers' callbacks hold its address.
+  const auto servers = std::make_unique<JobServers>();
+  if (absl::Status started = StartServers(flags, plan, servers.get());
+      !started.ok()) {
+    return Fail(std::string(started.message()));
+  }
+  trl::Coordinator& core = *servers->core;
 
   trl::Console console(stdout, stderr);
-  std::unique_ptr<trl::Agent> local_agent;
+  std::unique_ptr<trl::Agent> local_agent = LocalAgent(flags, plan, &console);
   std::thread agent_thread;
-  if (!flags.no_local_agent) {
-    trl::AgentOptions agent_options =
-        trl::AgentOptionsFromFlags(*config, o, machine, *host);
-    if (identity) {
-      agent_options.identity = identity;
-    } else {
-      agent_options.auth_token = *auth_token;
-      // One-way TLS (a certificate, no --tls_ca): machine 0's agent and
-      // its workers trust the coordinator's own certificate (self-signed,
-      // or a file with its chain up to the root).
-      if (!o.tls_cert.empty() && o.tls_ca.empty()) {
-        agent_options.tls_ca = o.tls_cert;
-      }
-    }
-    agent_options.worker_user = worker_user;
-    // The coordinator is in this very process: no need to wait long.
-    agent_options.connect_timeout = std::chrono::seconds(30);
-    local_agent = std::make_unique<trl::Agent>(agent_options, &console);
-  }
   // A stop signal stops the job everywhere, and reaches the workers as the
   // signal itself (Slurm's SIGUSR1/SIGUSR2 pre-emption notices).
   trl::StopSignalWatcher watcher([&core](const trl::StopSignal& signal) {
@@ -497,15 +408,16 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
   }
   core.WaitForFarewells(steady_clock::now() + std::chrono::seconds(10));
   if (agent_thread.joinable()) agent_thread.join();
-  log_relay.EndAll();  // `logs -f` clients end (exit 0) with the job
-  (*server)->Shutdown(1000);
+  servers->log_relay->EndAll();  // `logs -f` clients end (exit 0) with the job
+  servers->server->Shutdown(1000);
 
   const auto status = core.Status();
+  const std::string& job_id = plan.options.job_id;
   if (outcome->phase == trl::JobPhase::kSucceeded) {
-    log->info("job {} succeeded: {}", options.job_id, outcome->summary);
+    log->info("job {} succeeded: {}", job_id, outcome->summary);
   } else {
-    log->error("job {} {}: {}", options.job_id,
-               trl::JobPhaseName(outcome->phase), outcome->summary);
+    log->error("job {} {}: {}", job_id, trl::JobPhaseName(outcome->phase),
+               outcome->summary);
     for (const auto& failure : status.failures()) {
       for (const auto& line : failure.last_lines()) {
         log->error("  | {}", line);
@@ -513,6 +425,14 @@ int Start(const StartFlags& flags, const std::vector<std::string>& command) {
     }
   }
   return std::clamp(outcome->exit_code, 0, 255);
+}
+
+int Start(const StartFlags& flags, const std::vector<std::string>& command) {
+  // Before any thread starts, and before the token is read.
+  trl::StartJobGuardian();
+  auto plan = PlanJob(flags, command);
+  if (!plan.ok()) return Fail(std::string(plan.status().message()));
+  return RunJob(flags, *std::move(plan));
 }
 
 }  // namespace
@@ -547,17 +467,17 @@ int main(int argc, char** argv) {
       ->envname("TRL_STATE_FILE");
   start
       ->add_option(
-          "--status_port,--status-port", start_flags.status_port,
+          "--status_port,--status-port", start_flags.status.port,
           "Port of the status page, its JSON (/api/status) and Prometheus "
           "metrics (/metrics) (default: main_process_port + 1; 0: a free port, "
           "logged; env TRL_STATUS_PORT). If it cannot be bound, the job runs "
           "without it")
       ->envname("TRL_STATUS_PORT");
   start->add_option("--status_address,--status-address",
-                    start_flags.status_address,
+                    start_flags.status.address,
                     "Address the status page listens on: loopback only "
                     "(default 127.0.0.1); from elsewhere, `trl-coord ui`");
-  start->add_flag("--no_status,--no-status", start_flags.no_status,
+  start->add_flag("--no_status,--no-status", start_flags.status.off,
                   "Serve no status page or metrics");
   start
       ->add_option("--connections_per_address,--connections-per-address",

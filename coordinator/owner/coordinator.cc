@@ -101,21 +101,22 @@ void Coordinator::RunOwner() {
   NameThisThread("trl-owner");
   owner_id_.store(std::this_thread::get_id());
   // Ticks are timed on the injected clock, as the core's deadlines are: a
-  // test on a fake clock fires a tick by moving the clock and posting an
-  // event (Nudge). The wait itself is on the monotonic clock, for as long as
-  // the injected one has left until the tick.
-  TimePoint next_tick = clock_();
+  // test on a fake clock fires a tick by moving the clock and calling
+  // Nudge. The wait itself is on the monotonic clock, for as long as the
+  // injected one has left until the tick.
+  next_tick_ = clock_();
   while (true) {
+    const auto wake_at =
+        std::chrono::steady_clock::now() +
+        std::max<TimePoint::duration>(next_tick_ - clock_(),
+                                      TimePoint::duration::zero());
     std::deque<Event> batch;
     {
       MutexLock lock(&mutex_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
         return !events_.empty() || !ahead_.empty() || ending_;
       };
-      const auto wait = std::max<TimePoint::duration>(
-          next_tick - clock_(), TimePoint::duration::zero());
-      owner_wakeup_.WaitUntil(&mutex_, std::chrono::steady_clock::now() + wait,
-                              ready);
+      owner_wakeup_.WaitUntil(&mutex_, wake_at, ready);
       if (ending_ && events_.empty() && ahead_.empty()) {
         owner_ended_ = true;
         return;
@@ -128,20 +129,27 @@ void Coordinator::RunOwner() {
       event.run();
       if (event.stream != nullptr) Handled(event);
     }
-    if (clock_() >= next_tick) {
-      core_.Tick();
-      next_tick = clock_() + tick_interval_;
-    }
-    // Sooner if a deadline (a heartbeat timeout, a backoff) is due first.
-    if (const auto deadline = core_.NextDeadline()) {
-      next_tick = std::min(next_tick, std::max(*deadline, clock_()));
-    }
+    TickIfDue();
     PublishOutcome();
   }
 }
 
-void Coordinator::Nudge() const {
-  Post([] {});
+void Coordinator::TickIfDue() {
+  if (clock_() >= next_tick_) {
+    core_.Tick();
+    next_tick_ = clock_() + tick_interval_;
+  }
+  // Sooner if a deadline (a heartbeat timeout, a backoff) is due first.
+  if (const auto deadline = core_.NextDeadline()) {
+    next_tick_ = std::min(next_tick_, std::max(*deadline, clock_()));
+  }
+}
+
+void Coordinator::Nudge() {
+  Ask([this] {
+    TickIfDue();
+    return true;
+  });
 }
 
 void Coordinator::RunAhead() {

@@ -94,9 +94,9 @@ class Coordinator {
   bool OnMessage(AgentLink* link, trl::launch::v1::AgentMessage message);
   void RequestStop(const std::string& reason, int exit_code,
                    const StopSignal& signal = StopSignal{SIGTERM});
-  // An empty event: the owner looks at `clock` again, and ticks if a tick
-  // or a deadline is due. For a test that moved its clock.
-  void Nudge() const;
+  // The owner looks at `clock` again and ticks if a tick or a deadline is
+  // due; returns once it has. For a test that moved its clock.
+  void Nudge();
   void OfferUdpHeartbeats(int port,
                           std::function<std::string(size_t)> random_bytes);
   // `counts` runs on the owner: cheap, and never calling back in here.
@@ -170,6 +170,10 @@ class Coordinator {
   void RunOwner();
   // On the owner, between two events: runs what was posted ahead.
   void RunAhead();
+  // Ticks the core if its tick is due by `clock_`, and sets when the next
+  // one is (sooner if the core has a deadline before it). Owner only.
+  void TickIfDue();
+  TimePoint next_tick_;  // on clock_; owner only
   // What the owner publishes after each event (for WaitForOutcome).
   void PublishOutcome() ABSL_LOCKS_EXCLUDED(mutex_);
 

@@ -11,8 +11,6 @@
 #include "coordinator/owner/core.h"
 #include "tests/lib/fake_agent_link.h"
 
-namespace {}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   trl::CoordinatorOptions options;
   options.config.num_machines = 2;
