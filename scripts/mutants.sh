@@ -69,6 +69,7 @@ mutants=(
   "elastic-restart-waits-for-all~cxx~coordinator/job/state_machine_elastic.cc~s/  if (phase_ == JobPhase::kRestarting) return true;/  if (false) return true;/~ElasticMembershipTest.LossWithMinLeftGoesOnWithFewer~"
   "spare-before-old-lease~cxx~coordinator/job/state_machine_spares.cc~s|    // Its ranks are handed over only once the lost|    node.old_agent_may_run_until = TimePoint();  // Its ranks|~SparesTest.ASpareTakesALostMachinesPlaceAtOnceAndItsRanksAfterI1~"
   "cordon-never~cxx~coordinator/job/cordon_list.cc~s/  if (after_ <= 0 || host.empty() || cordoned_.count(host)) return false;/  return false;/~SparesTest.AFlappingHostIsCordonedAndASpareTakesItsPlace~"
+  "spare-pool-newest-first~cxx~coordinator/job/spare_pool.cc~s/spares_.rbegin(); it != spares_.rend()/spares_.begin(); it != spares_.end()/~SparesTest.SparesAreBoundedAndTakenInTheOrderTheyCame~"
   "unproven-cap-counts-proven~cxx~coordinator/access/connection_limits.cc~s/      if (protected_peers.count(c->peer)) continue;/      if (protected_peers.count(c->peer)) { kept_unprotected.push_back(c); continue; }/~ConnectionLimitsTest.ProvenConnectionsDoNotCountAgainstTheTotal~"
   "lease-end-cache-kept-on-loss~cxx~coordinator/job/state_machine_endings.cc~s/^    NoteRunUntilChanged();\$/    (void)0;/~SparesTest.ASpareTakesALostMachinesPlaceAtOnceAndItsRanksAfterI1~"
   "command-cursor-not-lowered~cxx~coordinator/job/state_machine.cc~s/  if (!node.command_checked) NoteCommandUnchecked(m);/  (void)0;/~JobRestartTest.AMachineBackWithACommandToCheckHoldsTheNextGeneration~"

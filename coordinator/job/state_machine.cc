@@ -76,6 +76,7 @@ int WorkerExit::LauncherExitCode() const {
 JobStateMachine::JobStateMachine(JobSettings settings, TimePoint now)
     : settings_(std::move(settings)),
       created_at_(now),
+      spares_(settings_.MaxSpares()),
       cordons_(settings_.cordon_after, settings_.cordon_window) {}
 
 absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
@@ -171,8 +172,7 @@ void JobStateMachine::ResumeAfter(int64_t generation, int restarts_used,
 
 void JobStateMachine::Heartbeat(int machine_rank, TimePoint now) {
   if (machine_rank < 0) {
-    auto spare = spares_.find(machine_rank);
-    if (spare != spares_.end()) spare->second.last_heartbeat = now;
+    spares_.Heard(machine_rank, now);
     return;
   }
   auto it = nodes_.find(machine_rank);
@@ -222,9 +222,7 @@ void JobStateMachine::ExcuseOwnStall(TimePoint now) {
     auto& heard = nodes_.at(m).last_heartbeat;
     heard = std::min(heard + late, now);
   }
-  for (auto& [key, spare] : spares_) {
-    spare.last_heartbeat = std::min(spare.last_heartbeat + late, now);
-  }
+  spares_.ExcuseStall(late, now);
   stalls_excused_ += late;
 }
 
@@ -358,7 +356,7 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
     consider(nodes_.at(by_heartbeat_.front()).last_heartbeat + timeout + kPast);
   }
   if (timeout.count() > 0 && !IsFinished(phase_)) {
-    for (const auto& [key, spare] : spares_) {
+    for (const auto& [key, spare] : spares_.all()) {
       consider(spare.last_heartbeat + timeout + kPast);
     }
   }

@@ -47,7 +47,7 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
 
 Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {
   if (machine_rank < 0) {
-    spares_.erase(machine_rank);  // a spare leaves nothing behind
+    spares_.Erase(machine_rank);  // a spare leaves nothing behind
     return Decision();
   }
   return LoseAgent(machine_rank, "disconnected", now);
@@ -213,10 +213,10 @@ Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {
 Decision JobStateMachine::CommandChecked(int m, const std::string& problem,
                                          TimePoint now) {
   Decision decision;
-  if (auto spare = spares_.find(m); spare != spares_.end()) {
+  if (SpareRecord* spare = spares_.Find(m)) {
     // A spare that cannot run the command takes no place; the job goes on.
-    spare->second.command_checked = true;
-    spare->second.unusable = problem;
+    spare->command_checked = true;
+    spare->unusable = problem;
     return decision;
   }
   auto it = nodes_.find(m);

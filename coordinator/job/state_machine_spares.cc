@@ -70,41 +70,15 @@ absl::StatusOr<int> JobStateMachine::Admit(const AgentInfo& agent,
       nodes_.at(m).from_spare = true;
       return m;
     }
-    return AdmitSpare(agent, now);
+    return spares_.Admit(agent, now);
   }
   // A machine's own agent back while a spare holds its place: a spare now.
   if (taken && existing->second.from_spare && !IsFinished(phase_)) {
     if (absl::Status ok = CheckAgent(agent); !ok.ok()) return ok;
-    return AdmitSpare(agent, now);
+    return spares_.Admit(agent, now);
   }
   if (absl::Status ok = Register(agent, now); !ok.ok()) return ok;
   return m;
-}
-
-absl::StatusOr<int> JobStateMachine::AdmitSpare(AgentInfo agent,
-                                                TimePoint now) {
-  // Each spare costs a little on every tick and in every status: a token
-  // holder may not register them without end.
-  if (static_cast<int>(spares_.size()) >= settings_.MaxSpares()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("this job takes at most ", settings_.MaxSpares(),
-                     " spares (--max_spares), and has as many"));
-  }
-  return AddSpare(std::move(agent), now);
-}
-
-int JobStateMachine::AddSpare(AgentInfo agent, TimePoint now) {
-  const int key = next_spare_key_--;
-  agent.spare = true;
-  agent.machine_rank = -1;
-  agent.reported_exits.clear();
-  agent.config_fingerprint.clear();  // checked; nothing of it is kept
-  SpareRecord spare;
-  spare.command_checked = !agent.checks_command;
-  spare.info = std::move(agent);
-  spare.last_heartbeat = now;
-  spares_[key] = std::move(spare);
-  return key;
 }
 
 absl::Status JobStateMachine::Uncordon(const std::string& hostname,
@@ -124,37 +98,24 @@ void JobStateMachine::NoteHostFailure(const FailureRecord& failure,
 
 void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
   if (spares_.empty() || IsFinished(phase_)) return;
-  // The ready spare that registered first (keys count down from -1).
-  auto next_ready_spare = [&]() {
-    for (auto it = spares_.rbegin(); it != spares_.rend(); ++it) {
-      const SpareRecord& spare = it->second;
-      if (spare.command_checked && spare.unusable.empty() &&
-          !cordons_.Cordoned(spare.info.hostname)) {
-        return std::prev(it.base());
-      }
-    }
-    return spares_.end();
-  };
-  auto take_place = [&](std::map<int, SpareRecord>::iterator spare, int m,
-                        const std::string& why) {
+  auto take_place = [&](int key, int m, const std::string& why) {
+    SpareRecord spare = spares_.Take(key);
     NodeRecord& node = nodes_.at(m);
-    const int key = spare->first;
-    AgentInfo info = std::move(spare->second.info);
+    AgentInfo info = std::move(spare.info);
     info.machine_rank = m;
     info.spare = false;
     info.report_generation = -1;
     info.reported_exits.clear();
     node.info = std::move(info);
     node.connected = true;
-    node.last_heartbeat = spare->second.last_heartbeat;
-    node.command_checked = spare->second.command_checked;
+    node.last_heartbeat = spare.last_heartbeat;
+    node.command_checked = spare.command_checked;
     if (!node.command_checked) NoteCommandUnchecked(m);
     node.from_spare = true;
     // Its ranks are handed over only once the lost agent's lease and stop
     // grace are over (I1): old_agent_may_run_until stays as it was, and
     // all of it is other hosts' (should this agent register again).
     node.others_may_run_until = node.old_agent_may_run_until;
-    spares_.erase(spare);
     auto before = std::find_if(
         by_heartbeat_.begin(), by_heartbeat_.end(), [&](int other) {
           return nodes_.at(other).last_heartbeat > node.last_heartbeat;
@@ -171,10 +132,10 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
   for (auto it = vacant_.begin(); it != vacant_.end();) {
     const int m = *it++;                       // take_place erases m
     if (awaiting_reports_.count(m)) continue;  // its report decides
-    auto spare = next_ready_spare();
-    if (spare == spares_.end()) return;
+    const std::optional<int> spare = spares_.NextReady(cordons_);
+    if (!spare) return;
     const std::string why = nodes_.at(m).lost_reason;
-    take_place(spare, m, why);
+    take_place(*spare, m, why);
   }
   // A machine that has not registered (a node that did not come up, or one
   // lost while a restarted coordinator was away) once any earlier agent of
@@ -184,19 +145,20 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
       static_cast<int>(nodes_.size()) < settings_.num_machines) {
     for (int m = 0; m < settings_.num_machines; ++m) {
       if (nodes_.count(m)) continue;
-      auto spare = next_ready_spare();
-      if (spare == spares_.end()) break;
-      const TimePoint old_may_run_until =
-          created_at_ + spare->second.info.lease + settings_.stop_grace +
-          std::chrono::seconds(2);
+      const std::optional<int> spare = spares_.NextReady(cordons_);
+      if (!spare) break;
+      const SpareRecord& ready = *spares_.Find(*spare);
+      const TimePoint old_may_run_until = created_at_ + ready.info.lease +
+                                          settings_.stop_grace +
+                                          std::chrono::seconds(2);
       if (now < old_may_run_until) break;
       NodeRecord& node = nodes_[m];
-      node.info = spare->second.info;  // take_place moves it in
+      node.info = ready.info;  // take_place moves it in
       node.connected = false;
       node.old_agent_may_run_until = old_may_run_until;
       NoteRunUntilChanged();
       node.lost_reason = "has not registered";
-      take_place(spare, m, node.lost_reason);
+      take_place(*spare, m, node.lost_reason);
     }
   }
   // A cordoned machine's agent gives its place to a spare and becomes one,
@@ -207,8 +169,8 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
   }
   for (auto& [m, node] : nodes_) {
     if (!node.connected || !Cordoned(node)) continue;
-    auto spare = next_ready_spare();
-    if (spare == spares_.end()) return;
+    const std::optional<int> spare = spares_.NextReady(cordons_);
+    if (!spare) return;
     const std::string host = node.info.hostname;
     const std::string why = absl::StrCat("host ", host, " is cordoned (",
                                          cordons_.At(host).reason, ")");
@@ -220,10 +182,11 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
     --connected_nodes_;
     node.connected = false;
     joiners_.erase(m);
-    const int demoted_key = AddSpare(demoted, now);
-    spares_.at(demoted_key).last_heartbeat = heard;
-    spares_.at(demoted_key).command_checked = checked;
-    take_place(spare, m, why);
+    const int demoted_key = spares_.Add(demoted, now);
+    SpareRecord* made_spare = spares_.Find(demoted_key);
+    made_spare->last_heartbeat = heard;
+    made_spare->command_checked = checked;
+    take_place(*spare, m, why);
     decision.handovers.push_back(
         {m, demoted_key,
          absl::StrCat("machine ", m, "'s agent on host ", host,
@@ -232,15 +195,8 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
 }
 
 void JobStateMachine::DropSilentSpares(Decision& decision, TimePoint now) {
-  const auto timeout = settings_.agent_heartbeat_timeout;
-  if (timeout.count() <= 0) return;
-  for (auto it = spares_.begin(); it != spares_.end();) {
-    if (now - it->second.last_heartbeat > timeout) {
-      decision.drop_spares.push_back(it->first);
-      it = spares_.erase(it);
-    } else {
-      ++it;
-    }
+  for (int key : spares_.DropSilent(settings_.agent_heartbeat_timeout, now)) {
+    decision.drop_spares.push_back(key);
   }
 }
 
