@@ -84,9 +84,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         if (owner == nullptr ||
             !trl::HeartbeatSignedWith(batch[reply.index],
-                                      owner->reply.heartbeat_key()) ||
+                                      owner->reply().heartbeat_key()) ||
             !trl::HeartbeatSignedWith(reply.bytes,
-                                      owner->reply.heartbeat_key())) {
+                                      owner->reply().heartbeat_key())) {
           abort();
         }
       }
