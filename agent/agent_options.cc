@@ -4,14 +4,6 @@
 #include "common/local_machine.h"
 
 namespace trl {
-namespace {
-
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-}  // namespace
-
 AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
                                    const LaunchOptions& flags,
                                    const LocalMachine& machine,
@@ -23,13 +15,14 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.coordinator_port = config.main_process_port;
   options.advertise_addr = flags.advertise_addr;
   options.log_dir = flags.log_dir;
-  options.heartbeat_interval = Millis(flags.heartbeat_interval_s);
+  options.heartbeat_interval = SecondsToMillis(flags.heartbeat_interval_s);
   options.launcher_fingerprint = LauncherFingerprint(flags);
-  options.lease = Millis(flags.LeaseSeconds());
+  options.lease = SecondsToMillis(flags.LeaseSeconds());
   options.udp_heartbeats = !flags.no_udp_heartbeats;
-  options.worker_heartbeat_timeout = Millis(flags.worker_heartbeat_timeout_s);
-  options.connect_timeout = Millis(flags.rdzv_timeout_s);
-  options.reconnect_timeout = Millis(flags.reconnect_timeout_s);
+  options.worker_heartbeat_timeout =
+      SecondsToMillis(flags.worker_heartbeat_timeout_s);
+  options.connect_timeout = SecondsToMillis(flags.rdzv_timeout_s);
+  options.reconnect_timeout = SecondsToMillis(flags.reconnect_timeout_s);
   options.tls_cert = flags.tls_cert;
   options.tls_key = flags.tls_key;
   options.tls_ca = flags.tls_ca;

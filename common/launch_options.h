@@ -5,6 +5,8 @@
 #ifndef TRL_COMMON_LAUNCH_OPTIONS_H_
 #define TRL_COMMON_LAUNCH_OPTIONS_H_
 
+#include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -189,6 +191,12 @@ absl::Status CheckRefusedFlags(const LaunchOptions& options);
 absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
     const LaunchOptions& options, const LocalMachine& machine,
     std::vector<std::string>* notes = nullptr);
+
+// A flag given in seconds (--stop_grace 2.5) as the duration the daemons
+// hold it in.
+inline std::chrono::milliseconds SecondsToMillis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
 
 }  // namespace trl
 

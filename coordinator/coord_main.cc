@@ -59,10 +59,6 @@ namespace {
 
 using std::chrono::steady_clock;
 
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
 int Fail(const std::string& message) {
   std::fprintf(stderr, "trl-coord: error: %s\n", message.c_str());
   return 2;
@@ -221,8 +217,8 @@ absl::Status StartServers(const StartFlags& flags, JobPlan& plan,
   // not hold), on a port of its own with TLS that workers verify with the
   // identity's certificate alone. Either way its calls carry a credential
   // per job and generation.
-  const int idle_connection_ms =
-      static_cast<int>(Millis(o.connection_idle_timeout_s).count());
+  const int idle_connection_ms = static_cast<int>(
+      trl::SecondsToMillis(o.connection_idle_timeout_s).count());
   if (absl::Status can = trl::CheckCanListen(host, config.main_process_port);
       !can.ok()) {
     return can;

@@ -66,7 +66,7 @@ class JobStateMachine {
   // its events come under: its machine_rank, or a spare's key (< 0).
   absl::StatusOr<int> Admit(const AgentInfo& agent, TimePoint now);
   // Clears a cordoned host (trl-coord uncordon); NotFound if it is not.
-  absl::Status Uncordon(const std::string& hostname, TimePoint now);
+  absl::Status Uncordon(const std::string& hostname);
   void Heartbeat(int machine_rank, TimePoint now);
   Decision AgentDisconnected(int machine_rank, TimePoint now);
 

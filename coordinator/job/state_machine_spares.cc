@@ -81,9 +81,7 @@ absl::StatusOr<int> JobStateMachine::Admit(const AgentInfo& agent,
   return m;
 }
 
-absl::Status JobStateMachine::Uncordon(const std::string& hostname,
-                                       TimePoint now) {
-  (void)now;
+absl::Status JobStateMachine::Uncordon(const std::string& hostname) {
   return cordons_.Uncordon(hostname);
 }
 

@@ -144,7 +144,7 @@ void CoordinatorCore::ApplyHandovers(const std::vector<Handover>& handovers) {
 }
 
 absl::Status CoordinatorCore::Uncordon(const std::string& hostname) {
-  const absl::Status status = machine_.Uncordon(hostname, clock_());
+  const absl::Status status = machine_.Uncordon(hostname);
   if (status.ok()) {
     Log()->info("host {} is uncordoned: it may be given ranks again", hostname);
     cordons_logged_.erase(hostname);

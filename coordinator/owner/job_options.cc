@@ -14,33 +14,26 @@
 #include "coordinator/record/state_file.h"
 
 namespace trl {
-namespace {
-
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-}  // namespace
-
 absl::StatusOr<JobPolicy> JobPolicyFromFlags(const LaunchOptions& o) {
   JobPolicy policy;
   policy.restart.max_restarts = o.max_restarts;
-  policy.restart.initial_backoff = Millis(o.restart_backoff_s);
-  policy.restart.max_backoff = Millis(o.restart_backoff_max_s);
+  policy.restart.initial_backoff = SecondsToMillis(o.restart_backoff_s);
+  policy.restart.max_backoff = SecondsToMillis(o.restart_backoff_max_s);
   auto no_restart = ParseExitCodeList(o.no_restart_exit_codes);
   if (!no_restart.ok()) return no_restart.status();
   policy.restart.no_restart_exit_codes.insert(no_restart->begin(),
                                               no_restart->end());
-  policy.agent_heartbeat_timeout = Millis(o.AgentHeartbeatTimeoutSeconds());
-  policy.rejoin_timeout = Millis(o.rejoin_timeout_s);
-  policy.registration_timeout = Millis(o.rdzv_timeout_s);
-  policy.stop_grace = Millis(o.stop_grace_s);
-  policy.elastic_wait = Millis(o.elastic_wait_s);
+  policy.agent_heartbeat_timeout =
+      SecondsToMillis(o.AgentHeartbeatTimeoutSeconds());
+  policy.rejoin_timeout = SecondsToMillis(o.rejoin_timeout_s);
+  policy.registration_timeout = SecondsToMillis(o.rdzv_timeout_s);
+  policy.stop_grace = SecondsToMillis(o.stop_grace_s);
+  policy.elastic_wait = SecondsToMillis(o.elastic_wait_s);
   policy.rescale_on_join = o.rescale_on_join;
   policy.cordon_after = o.cordon_after;
-  policy.cordon_window = Millis(o.cordon_window_s);
+  policy.cordon_window = SecondsToMillis(o.cordon_window_s);
   policy.max_spares = o.max_spares;
-  policy.tick_interval = Millis(o.monitor_interval_s);
+  policy.tick_interval = SecondsToMillis(o.monitor_interval_s);
   return policy;
 }
 

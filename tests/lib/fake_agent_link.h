@@ -50,11 +50,6 @@ class FakeAgentLink : public AgentLink {
     changed_.notify_all();
   }
 
-  // Every message sent so far, in order.
-  std::vector<Message> Sent() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return sent_;
-  }
   // The last registration reply (empty if none came).
   trl::launch::v1::RegistrationReply reply() const {
     return Last([](const Message& m) { return m.has_registration_reply(); })

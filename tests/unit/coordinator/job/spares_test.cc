@@ -382,8 +382,8 @@ TEST_F(SparesTest, AFlappingHostIsCordonedAndASpareTakesItsPlace) {
   job.AgentDisconnected(2, now_);
   EXPECT_TRUE(job.Tick(now_).handovers.empty());
   // Until an operator clears it.
-  EXPECT_FALSE(job.Uncordon("nohost", now_).ok());
-  ASSERT_TRUE(job.Uncordon("b", now_).ok());
+  EXPECT_FALSE(job.Uncordon("nohost").ok());
+  ASSERT_TRUE(job.Uncordon("b").ok());
   EXPECT_TRUE(job.cordoned().empty());
   const Decision after = job.Tick(now_);
   ASSERT_EQ(after.handovers.size(), 1u);
