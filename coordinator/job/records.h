@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "coordinator/job/restart_policy.h"
 
 namespace trl {
@@ -280,6 +281,11 @@ struct JobSettings : JobPolicy {
   }
   bool Elastic() const { return MinMachines() < num_machines; }
 };
+
+// Whether `agent` may take part in the job: its config's fingerprint is
+// the job's, and it brings the workers each machine must.
+absl::Status CheckAgentFitsJob(const AgentInfo& agent,
+                               const JobSettings& settings);
 
 }  // namespace trl
 

@@ -1,7 +1,5 @@
 #include "coordinator/job/state_machine.h"
 
-#include <string.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -12,70 +10,11 @@
 
 namespace trl {
 
-const char* JobPhaseName(JobPhase phase) {
-  switch (phase) {
-    case JobPhase::kWaitingForAgents:
-      return "waiting_for_agents";
-    case JobPhase::kRunning:
-      return "running";
-    case JobPhase::kStopping:
-      return "stopping";
-    case JobPhase::kRestarting:
-      return "restarting";
-    case JobPhase::kSucceeded:
-      return "succeeded";
-    case JobPhase::kFailed:
-      return "failed";
-    case JobPhase::kStopped:
-      return "stopped";
-  }
-  return "unknown";
-}
-
-bool IsFinished(JobPhase phase) {
-  return phase == JobPhase::kSucceeded || phase == JobPhase::kFailed ||
-         phase == JobPhase::kStopped;
-}
-
-const char* RankStateName(RankState state) {
-  switch (state) {
-    case RankState::kPending:
-      return "pending";
-    case RankState::kRunning:
-      return "running";
-    case RankState::kSucceeded:
-      return "succeeded";
-    case RankState::kFailed:
-      return "failed";
-    case RankState::kStopped:
-      return "stopped";
-    case RankState::kLost:
-      return "lost";
-  }
-  return "unknown";
-}
-
-std::string WorkerExit::Describe() const {
-  if (!start_error.empty())
-    return absl::StrCat("could not start: ", start_error);
-  if (!reason.empty()) return reason;
-  if (signal != 0) {
-    const char* name = sigabbrev_np(signal);
-    return absl::StrCat("was killed by signal ", signal,
-                        name ? absl::StrCat(" (SIG", name, ")") : "");
-  }
-  return absl::StrCat("exited with code ", exit_code);
-}
-
-int WorkerExit::LauncherExitCode() const {
-  if (!start_error.empty()) return 127;
-  if (signal != 0) return 128 + signal;
-  return exit_code;
-}
-
 JobStateMachine::JobStateMachine(JobSettings settings, TimePoint now)
     : settings_(std::move(settings)),
       created_at_(now),
+      budget_(settings_.restart),
+      elastic_(settings_),
       spares_(settings_.MaxSpares()),
       cordons_(settings_.cordon_after, settings_.cordon_window) {}
 
@@ -87,15 +26,16 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
         settings_.num_machines, " (machine ranks 0..",
         settings_.num_machines - 1, ")"));
   }
-  auto existing = nodes_.find(m);
-  if (existing != nodes_.end() && existing->second.connected) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("machine_rank ", m, " is already registered by host ",
-                     existing->second.info.hostname, " (",
-                     existing->second.info.advertise_addr, ")"));
+  const NodeRecord* existing = machines_.Find(m);
+  if (existing != nullptr && existing->connected) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "machine_rank ", m, " is already registered by host ",
+        existing->info.hostname, " (", existing->info.advertise_addr, ")"));
   }
-  if (absl::Status ok = CheckAgent(agent); !ok.ok()) return ok;
-  const bool rejoin = existing != nodes_.end();
+  if (absl::Status ok = CheckAgentFitsJob(agent, settings_); !ok.ok()) {
+    return ok;
+  }
+  const bool rejoin = existing != nullptr;
   // An elastic job takes a new machine while a generation runs: into the
   // next one.
   if (IsFinished(phase_) || (!rejoin && !settings_.Elastic() &&
@@ -103,11 +43,10 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the job is ", JobPhaseName(phase_), " and takes no new agents"));
   }
-  if (rejoin &&
-      agent.local_world_size != existing->second.info.local_world_size) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "machine ", m, " rejoins with ", agent.local_world_size,
-        " workers but had ", existing->second.info.local_world_size));
+  if (rejoin && agent.local_world_size != existing->info.local_world_size) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("machine ", m, " rejoins with ", agent.local_world_size,
+                     " workers but had ", existing->info.local_world_size));
   }
   NodeRecord node;
   node.info = agent;
@@ -116,8 +55,8 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
   if (rejoin) {
     // Its ranks stay where they are until the next generation assigns
     // them again (a report of their exits refers to them).
-    node.rank_offset = existing->second.rank_offset;
-    node.group_rank = existing->second.group_rank;
+    node.rank_offset = existing->rank_offset;
+    node.group_rank = existing->group_rank;
     // An agent on the host that was lost may have the machine's ranks at
     // once: the one that was lost stopped its workers before it
     // reconnected, and a new one killed what an earlier one left there
@@ -126,10 +65,9 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
     // generation of a rank at a time), even if it is frozen or cut off.
     // What agents on other hosts (an earlier holder the last one took
     // over from) may still run is waited for either way.
-    const NodeRecord& before = existing->second;
-    node.others_may_run_until = before.SameHostAs(agent)
-                                    ? before.others_may_run_until
-                                    : before.old_agent_may_run_until;
+    node.others_may_run_until = existing->SameHostAs(agent)
+                                    ? existing->others_may_run_until
+                                    : existing->old_agent_may_run_until;
     node.old_agent_may_run_until = node.others_may_run_until;
   } else if (resumed_) {
     // The old coordinator's agent of this machine heard from it last
@@ -143,16 +81,9 @@ absl::Status JobStateMachine::Register(const AgentInfo& agent, TimePoint now) {
       node.others_may_run_until = node.old_agent_may_run_until;
     }
   }
-  node.by_heartbeat = by_heartbeat_.insert(by_heartbeat_.end(), m);
   const bool member = node.group_rank >= 0;
-  if (rejoin || node.old_agent_may_run_until != TimePoint()) {
-    NoteRunUntilChanged();
-  }
-  if (!node.command_checked) NoteCommandUnchecked(m);
-  nodes_[m] = std::move(node);
-  vacant_.erase(m);
-  ++connected_nodes_;  // new, or back from lost
-  if (!member && phase_ == JobPhase::kRunning) joiners_.insert(m);
+  machines_.Add(m, std::move(node));
+  if (!member && phase_ == JobPhase::kRunning) elastic_.Joined(m);
   if (!first_registration_at_) first_registration_at_ = now;
   return absl::OkStatus();
 }
@@ -165,9 +96,8 @@ void JobStateMachine::ResumeAfter(int64_t generation, int restarts_used,
   resumed_ = true;
   previous_hosts_ = std::move(previous_hosts);
   generation_ = generation;
-  restarts_used_ = restarts_used;
+  budget_.Resume(restarts_used, not_before);
   failures_ = std::move(failures);
-  restart_not_before_ = not_before;
 }
 
 void JobStateMachine::Heartbeat(int machine_rank, TimePoint now) {
@@ -175,12 +105,7 @@ void JobStateMachine::Heartbeat(int machine_rank, TimePoint now) {
     spares_.Heard(machine_rank, now);
     return;
   }
-  auto it = nodes_.find(machine_rank);
-  if (it != nodes_.end() && it->second.connected) {
-    it->second.last_heartbeat = now;
-    by_heartbeat_.splice(by_heartbeat_.end(), by_heartbeat_,
-                         it->second.by_heartbeat);
-  }
+  machines_.Heard(machine_rank, now);
 }
 
 bool JobStateMachine::ReadyToStart(TimePoint now) const {
@@ -189,22 +114,22 @@ bool JobStateMachine::ReadyToStart(TimePoint now) const {
     return false;
   }
   // A backoff holds also for a resumed job (kWaitingForAgents).
-  if (now < restart_not_before_) return false;
-  if (settings_.Elastic()) return ElasticReadyToStart(now);
-  if (static_cast<int>(nodes_.size()) != settings_.num_machines ||
-      connected_nodes_ != settings_.num_machines) {
+  if (now < budget_.not_before()) return false;
+  if (settings_.Elastic()) {
+    // I1: a machine lost from the last generation may still run its
+    // workers (cut off, not dead) until its lease and stop grace are over;
+    // the next generation, with it or without, starts after that. (A
+    // machine back on its host has stopped them: it waits for nothing.)
+    if (now < machines_.ReplacementsAllowedAt()) return false;
+    return elastic_.ReadyToStart(machines_.CountReady(),
+                                 phase_ == JobPhase::kRestarting, now);
+  }
+  if (machines_.size() != settings_.num_machines ||
+      machines_.connected() != settings_.num_machines ||
+      !machines_.AllCommandsChecked(settings_.num_machines)) {
     return false;
   }
-  // From where the last look stopped: the machines below it are checked.
-  for (auto it = nodes_.lower_bound(commands_checked_below_);
-       it != nodes_.end(); ++it) {
-    if (!it->second.command_checked) {
-      commands_checked_below_ = it->first;
-      return false;
-    }
-  }
-  commands_checked_below_ = settings_.num_machines;
-  return now >= ReplacementsAllowedAt();
+  return now >= machines_.ReplacementsAllowedAt();
 }
 
 void JobStateMachine::ExcuseOwnStall(TimePoint now) {
@@ -217,11 +142,7 @@ void JobStateMachine::ExcuseOwnStall(TimePoint now) {
       interval, std::chrono::milliseconds(250));
   const auto late = (now - *last) - interval;
   if (late <= slack) return;
-  // Capped at now, which keeps by_heartbeat_'s order.
-  for (int m : by_heartbeat_) {
-    auto& heard = nodes_.at(m).last_heartbeat;
-    heard = std::min(heard + late, now);
-  }
+  machines_.ExcuseStall(late, now);
   spares_.ExcuseStall(late, now);
   stalls_excused_ += late;
 }
@@ -232,17 +153,12 @@ Decision JobStateMachine::Tick(TimePoint now) {
   ExcuseOwnStall(now);
   const auto timeout = settings_.agent_heartbeat_timeout;
   if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents) {
-    std::vector<int> silent;
-    for (int m : by_heartbeat_) {
-      if (now - nodes_.at(m).last_heartbeat <= timeout) break;
-      silent.push_back(m);
-    }
     // Marked lost together, then judged together: machines cut off at
     // once after the others' ranks exited 0 are all awaited.
     std::vector<std::pair<int, int>> lost;
-    for (int m : silent) {
+    for (int m : machines_.SilentFor(timeout, now)) {
       const double seconds =
-          std::chrono::duration<double>(now - nodes_.at(m).last_heartbeat)
+          std::chrono::duration<double>(now - machines_.at(m).last_heartbeat)
               .count();
       lost.emplace_back(
           m,
@@ -260,53 +176,10 @@ Decision JobStateMachine::Tick(TimePoint now) {
   }
   DropSilentSpares(decision, now);
   FillFromSpares(decision, now);
-  if (phase_ == JobPhase::kWaitingForAgents &&
-      now - created_at_ > settings_.registration_timeout) {
-    std::vector<std::string> missing;
-    for (int m = 0; m < settings_.num_machines; ++m) {
-      if (nodes_.count(m) == 0) missing.push_back(std::to_string(m));
-    }
-    // An elastic job needs only MIN of them.
-    if (!missing.empty() &&
-        static_cast<int>(nodes_.size()) < settings_.MinMachines()) {
-      const std::string why = absl::StrCat(
-          "machine(s) ", absl::StrJoin(missing, ", "),
-          " did not register within ",
-          settings_.registration_timeout.count() / 1000.0, " s",
-          settings_.Elastic() ? absl::StrCat(" (the job needs at least ",
-                                             settings_.MinMachines(), ")")
-                              : "");
-      FailureRecord failure;
-      failure.reason = why;
-      failures_.push_back(failure);
-      Finish(JobOutcome{JobPhase::kFailed, 1, why}, decision);
-      return decision;
-    }
-  }
-  // An elastic job goes on without lost machines while MIN are ready.
-  if (phase_ == JobPhase::kRestarting && now > rejoin_deadline_ &&
-      (!settings_.Elastic() || CountReady() < settings_.MinMachines())) {
-    for (const auto& [m, node] : nodes_) {
-      if (node.connected) continue;
-      const std::string why = absl::StrCat(
-          "machine ", m, " (host ", node.info.hostname, ") ", node.lost_reason,
-          " and did not rejoin within ",
-          settings_.rejoin_timeout.count() / 1000.0, " s",
-          settings_.Elastic() ? absl::StrCat(" (", CountReady(),
-                                             " machines left; the job needs at "
-                                             "least ",
-                                             settings_.MinMachines(), ")")
-                              : "");
-      FailureRecord failure;
-      failure.generation = generation_;
-      failure.machine_rank = m;
-      failure.hostname = node.info.hostname;
-      failure.reason = why;
-      failures_.push_back(failure);
-      Finish(JobOutcome{JobPhase::kFailed, 1, why}, decision);
-      return decision;
-    }
-  }
+  CheckRegistrationTimeout(decision, now);
+  if (IsFinished(phase_)) return decision;
+  CheckRejoinTimeout(decision, now);
+  if (IsFinished(phase_)) return decision;
   if (!awaiting_reports_.empty()) {
     Decision settled = SettleAwaitedReport(now);
     if (settled.stop_generation)
@@ -317,7 +190,9 @@ Decision JobStateMachine::Tick(TimePoint now) {
     }
   }
   if (settings_.Elastic()) {
-    UpdateElasticHold(now);
+    if (phase_ == JobPhase::kWaitingForAgents) {
+      elastic_.UpdateHold(machines_.CountReady(), now);
+    }
     Decision rescale = MaybeRescale(now);
     if (rescale.stop_generation) {
       decision.stop_generation = rescale.stop_generation;
@@ -325,6 +200,59 @@ Decision JobStateMachine::Tick(TimePoint now) {
   }
   decision.start_generation = ReadyToStart(now);
   return decision;
+}
+
+void JobStateMachine::CheckRegistrationTimeout(Decision& decision,
+                                               TimePoint now) {
+  if (phase_ != JobPhase::kWaitingForAgents ||
+      now - created_at_ <= settings_.registration_timeout) {
+    return;
+  }
+  std::vector<std::string> missing;
+  for (int m = 0; m < settings_.num_machines; ++m) {
+    if (!machines_.contains(m)) missing.push_back(std::to_string(m));
+  }
+  // An elastic job needs only MIN of them.
+  if (missing.empty() || machines_.size() >= settings_.MinMachines()) return;
+  const std::string why = absl::StrCat(
+      "machine(s) ", absl::StrJoin(missing, ", "), " did not register within ",
+      settings_.registration_timeout.count() / 1000.0, " s",
+      settings_.Elastic() ? absl::StrCat(" (the job needs at least ",
+                                         settings_.MinMachines(), ")")
+                          : "");
+  FailureRecord failure;
+  failure.reason = why;
+  failures_.push_back(failure);
+  Finish(JobOutcome{JobPhase::kFailed, 1, why}, decision);
+}
+
+void JobStateMachine::CheckRejoinTimeout(Decision& decision, TimePoint now) {
+  // An elastic job goes on without lost machines while MIN are ready.
+  if (phase_ != JobPhase::kRestarting || now <= rejoin_deadline_ ||
+      (settings_.Elastic() &&
+       machines_.CountReady() >= settings_.MinMachines())) {
+    return;
+  }
+  for (const auto& [m, node] : machines_.all()) {
+    if (node.connected) continue;
+    const std::string why = absl::StrCat(
+        "machine ", m, " (host ", node.info.hostname, ") ", node.lost_reason,
+        " and did not rejoin within ",
+        settings_.rejoin_timeout.count() / 1000.0, " s",
+        settings_.Elastic()
+            ? absl::StrCat(" (", machines_.CountReady(),
+                           " machines left; the job needs at least ",
+                           settings_.MinMachines(), ")")
+            : "");
+    FailureRecord failure;
+    failure.generation = generation_;
+    failure.machine_rank = m;
+    failure.hostname = node.info.hostname;
+    failure.reason = why;
+    failures_.push_back(failure);
+    Finish(JobOutcome{JobPhase::kFailed, 1, why}, decision);
+    return;
+  }
 }
 
 std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
@@ -339,21 +267,21 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
   constexpr auto kPast = std::chrono::microseconds(1);
   if (phase_ == JobPhase::kWaitingForAgents) {
     consider(created_at_ + settings_.registration_timeout + kPast);
-    if (elastic_hold_until_) consider(*elastic_hold_until_);
-    consider(restart_not_before_);      // a resumed job's backoff
-    consider(ReplacementsAllowedAt());  // ... and its old agents' leases
+    if (elastic_.hold_until()) consider(*elastic_.hold_until());
+    consider(budget_.not_before());               // a resumed job's backoff
+    consider(machines_.ReplacementsAllowedAt());  // ... its old agents' leases
   }
   if (!awaiting_reports_.empty()) consider(report_deadline_ + kPast);
   if (phase_ == JobPhase::kRestarting) {
-    consider(restart_not_before_);
+    consider(budget_.not_before());
     consider(rejoin_deadline_ + kPast);
-    consider(ReplacementsAllowedAt());
+    consider(machines_.ReplacementsAllowedAt());
   }
   const auto timeout = settings_.agent_heartbeat_timeout;
+  const std::optional<TimePoint> earliest = machines_.EarliestHeartbeat();
   if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents &&
-      !IsFinished(phase_) && !by_heartbeat_.empty()) {
-    // Silence of exactly the timeout is allowed.
-    consider(nodes_.at(by_heartbeat_.front()).last_heartbeat + timeout + kPast);
+      !IsFinished(phase_) && earliest) {
+    consider(*earliest + timeout + kPast);  // silence of the timeout is OK
   }
   if (timeout.count() > 0 && !IsFinished(phase_)) {
     for (const auto& [key, spare] : spares_.all()) {
@@ -363,66 +291,44 @@ std::optional<TimePoint> JobStateMachine::NextDeadline(TimePoint now) const {
   return next;
 }
 
-TimePoint JobStateMachine::ReplacementsAllowedAt() const {
-  if (replacements_allowed_at_) return *replacements_allowed_at_;
-  TimePoint latest;
-  for (const auto& [m, node] : nodes_) {
-    latest = std::max(latest, node.old_agent_may_run_until);
-  }
-  replacements_allowed_at_ = latest;
-  return latest;
+std::string JobStateMachine::NextMasterAddr() const {
+  const std::vector<int> members = elastic_.NextMembers(machines_, cordons_);
+  return members.empty() ? "" : machines_.at(members[0]).info.advertise_addr;
 }
 
 GenerationStart JobStateMachine::StartGeneration(TimePoint now) {
   // The members: every machine of a fixed-size job (ReadyToStart waited
   // for all); those ready of an elastic one. In machine_rank order, so
   // ranks stay contiguous per machine and keyed by machine_rank.
-  members_ = NextMembers();
+  members_ = elastic_.NextMembers(machines_, cordons_);
   std::vector<int> local_world_sizes;
-  for (auto& [m, node] : nodes_) node.group_rank = -1;
-  std::vector<int> cordoned_members;
+  for (const auto& [m, node] : machines_.all()) machines_.at(m).group_rank = -1;
+  GenerationStart start;
   for (int m : members_) {
-    NodeRecord& node = nodes_.at(m);
+    NodeRecord& node = machines_.at(m);
     node.group_rank = static_cast<int>(local_world_sizes.size());
     local_world_sizes.push_back(node.info.local_world_size);
-    if (Cordoned(node)) cordoned_members.push_back(m);
+    if (Cordoned(node)) start.cordoned_members.push_back(m);
   }
   const RankLayout layout = ComputeRankLayout(local_world_sizes);
-  joiners_.clear();
-  elastic_hold_until_.reset();
-  rescaling_ = false;
-
+  elastic_.NewGeneration();
   ++generation_;
   phase_ = JobPhase::kRunning;
   pending_outcome_.reset();
-  ranks_.clear();
-  GenerationStart start;
   start.generation = generation_;
   start.world_size = layout.world_size;
   start.num_machines = static_cast<int>(members_.size());
   start.master_addr =
-      members_.empty() ? "" : nodes_.at(members_[0]).info.advertise_addr;
-  start.cordoned_members = std::move(cordoned_members);
+      members_.empty() ? "" : machines_.at(members_[0]).info.advertise_addr;
   int index = 0;
   for (int m : members_) {
-    NodeRecord& node = nodes_.at(m);
+    NodeRecord& node = machines_.at(m);
     node.rank_offset = layout.rank_offsets[index++];
     start.nodes.push_back(
         {m, node.rank_offset, node.info.local_world_size, node.group_rank});
-    for (int local = 0; local < node.info.local_world_size; ++local) {
-      RankRecord rank;
-      rank.rank = node.rank_offset + local;
-      rank.local_rank = local;
-      rank.machine_rank = m;
-      ranks_.push_back(rank);
-    }
   }
-  live_ranks_ = static_cast<int>(ranks_.size());
-  started_ranks_ = 0;
-  GenerationTimes times;
-  times.generation = generation_;
-  times.assigned_at = now;
-  timeline_.push_back(times);
+  ranks_.Assign(start.nodes);
+  timeline_.Assigned(generation_, now);
   return start;
 }
 
@@ -430,31 +336,21 @@ RankRecord* JobStateMachine::FindRank(int machine_rank, int64_t generation,
                                       int local_rank) {
   // Fencing: events of any other generation are ignored.
   if (generation != generation_) return nullptr;
-  auto node = nodes_.find(machine_rank);
-  if (node == nodes_.end()) return nullptr;
-  if (local_rank < 0 || local_rank >= node->second.info.local_world_size) {
-    return nullptr;
-  }
-  const size_t index = node->second.rank_offset + local_rank;
-  if (index >= ranks_.size()) return nullptr;
-  // Only this machine's own ranks: a report may never touch another's.
-  if (ranks_[index].machine_rank != machine_rank) return nullptr;
-  return &ranks_[index];
+  const NodeRecord* node = machines_.Find(machine_rank);
+  if (node == nullptr) return nullptr;
+  return ranks_.Find(machine_rank, node->rank_offset,
+                     node->info.local_world_size, local_rank);
 }
 
 void JobStateMachine::WorkerStarted(int machine_rank, int64_t generation,
                                     int local_rank, int pid, TimePoint now) {
   RankRecord* rank = FindRank(machine_rank, generation, local_rank);
   if (rank == nullptr || rank->state != RankState::kPending) return;
-  rank->pid = pid;
-  rank->state = RankState::kRunning;
   // Every rank of the generation started: whatever shortage there was has
   // passed, and the free restarts count from zero again.
-  if (++started_ranks_ == static_cast<int>(ranks_.size())) {
-    free_restarts_in_a_row_ = 0;
-    if (!timeline_.empty() && !timeline_.back().running_at) {
-      timeline_.back().running_at = now;
-    }
+  if (ranks_.Started(*rank, pid)) {
+    budget_.GenerationStarted();
+    timeline_.Running(generation_, now);
   }
 }
 

@@ -10,10 +10,8 @@
 #ifndef TRL_COORDINATOR_JOB_STATE_MACHINE_H_
 #define TRL_COORDINATOR_JOB_STATE_MACHINE_H_
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <list>
 #include <map>
 #include <optional>
 #include <set>
@@ -23,22 +21,20 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "coordinator/job/cordon_list.h"
+#include "coordinator/job/elastic_membership.h"
+#include "coordinator/job/generation_timeline.h"
+#include "coordinator/job/machine_table.h"
+#include "coordinator/job/rank_table.h"
 #include "coordinator/job/records.h"
-#include "coordinator/job/restart_policy.h"
+#include "coordinator/job/restart_budget.h"
 #include "coordinator/job/spare_pool.h"
 
 namespace trl {
 
-// An elastic generation's shape, for the log: "2 of 2:3 machines (0, 2),
-// world size 4, effective batch size = per-device batch x 4" (the
-// data-parallel degree is the world size).
-std::string ElasticShape(const GenerationStart& start,
-                         const JobSettings& settings);
-
 class JobStateMachine {
  public:
   JobStateMachine(JobSettings settings, TimePoint now);
-  // Nodes hold iterators into by_heartbeat_: movable, not copyable.
+  // Its machine table holds iterators: movable, not copyable.
   JobStateMachine(const JobStateMachine&) = delete;
   JobStateMachine& operator=(const JobStateMachine&) = delete;
   JobStateMachine(JobStateMachine&&) = default;
@@ -98,17 +94,17 @@ class JobStateMachine {
   const JobSettings& settings() const { return settings_; }
   JobPhase phase() const { return phase_; }
   int64_t generation() const { return generation_; }
-  int restarts_used() const { return restarts_used_; }
+  int restarts_used() const { return budget_.used(); }
   // The earliest time the next generation may start (a restart backoff).
-  TimePoint next_start_not_before() const { return restart_not_before_; }
-  int world_size() const { return static_cast<int>(ranks_.size()); }
+  TimePoint next_start_not_before() const { return budget_.not_before(); }
+  int world_size() const { return ranks_.size(); }
   TimePoint created_at() const { return created_at_; }
   // The sum of the coordinator's own stalls excused so far.
   std::chrono::steady_clock::duration own_stalls() const {
     return stalls_excused_;
   }
-  const std::map<int, NodeRecord>& nodes() const { return nodes_; }
-  const std::vector<RankRecord>& ranks() const { return ranks_; }
+  const std::map<int, NodeRecord>& nodes() const { return machines_.all(); }
+  const std::vector<RankRecord>& ranks() const { return ranks_.all(); }
   // The machines of the current (or last) generation, in GROUP_RANK order.
   const std::vector<int>& members() const { return members_; }
   // Where the next generation's rank 0 would run (the first machine that
@@ -126,7 +122,9 @@ class JobStateMachine {
   const std::optional<JobOutcome>& outcome() const { return outcome_; }
   // Every generation this machine started, oldest first (one entry per
   // restart: bounded by the restart budget and kFreeRestarts).
-  const std::vector<GenerationTimes>& timeline() const { return timeline_; }
+  const std::vector<GenerationTimes>& timeline() const {
+    return timeline_.all();
+  }
   const std::optional<TimePoint>& first_registration_at() const {
     return first_registration_at_;
   }
@@ -136,17 +134,15 @@ class JobStateMachine {
   bool ReadyToStart(TimePoint now) const;
 
  private:
+  // job/state_machine.cc: registration, heartbeats, ticks, the start.
   RankRecord* FindRank(int machine_rank, int64_t generation, int local_rank);
-  // When every machine's ranks may be handed out again: the latest end of
-  // an old agent's lease and grace among machines taken over by another.
-  TimePoint ReplacementsAllowedAt() const;
-  // What keeps the two caches below true: a machine's
-  // old_agent_may_run_until changed, or a machine that had one went; a
-  // machine's command is not checked (yet).
-  void NoteRunUntilChanged() { replacements_allowed_at_.reset(); }
-  void NoteCommandUnchecked(int m) {
-    commands_checked_below_ = std::min(commands_checked_below_, m);
-  }
+  // Moves every heartbeat forward by what of the gap since the last tick
+  // is the coordinator's own stall.
+  void ExcuseOwnStall(TimePoint now);
+  // A machine that did not register or rejoin in time ends the job.
+  void CheckRegistrationTimeout(Decision& decision, TimePoint now);
+  void CheckRejoinTimeout(Decision& decision, TimePoint now);
+  // job/state_machine_endings.cc: how a generation ends.
   Decision LoseAgent(int machine_rank, const std::string& why, TimePoint now);
   // Marks a machine lost; returns how many of its ranks were still pending
   // or running (they are lost with it).
@@ -160,102 +156,58 @@ class JobStateMachine {
   // finished too: their agents' reports, when they rejoin, decide.
   Decision SettleAwaitedReport(TimePoint now);
   Decision Fail(FailureRecord failure, int exit_code, TimePoint now);
+  // The generation starts to stop (its timeline says when).
+  void EnterStopping(TimePoint now);
   void Finish(JobOutcome outcome, Decision& decision);
   // Once nothing of the current generation is alive: restart or end.
   void MaybeFinish(Decision& decision, TimePoint now);
-  // Elastic membership (job/state_machine_elastic.cc).
-  // Machines a generation would take now: connected, command checked.
-  int CountReady() const;
-  bool IsReady(const NodeRecord& node) const;
-  bool ElasticReadyToStart(TimePoint now) const;
-  // Starts (or drops) the wait for more machines once MIN are there.
-  void UpdateElasticHold(TimePoint now);
   // --rescale_on_join: stops the running generation for a ready joiner.
   Decision MaybeRescale(TimePoint now);
-  // Spares and cordons (job/state_machine_spares.cc).
-  absl::Status CheckAgent(const AgentInfo& agent) const;
+  // job/state_machine_spares.cc: spares and cordons.
   bool Cordoned(const NodeRecord& node) const {
     return cordons_.Cordoned(node.info.hostname);
   }
   // Ready spares take vacant machines' places, and cordoned machines' when
   // no generation runs on them.
   void FillFromSpares(Decision& decision, TimePoint now);
+  // Spare `key` takes machine `m`'s place (its record filled in, `why`
+  // said in the handover).
+  void TakePlace(int key, int m, const std::string& why, Decision& decision);
   // Spares silent for the heartbeat timeout are dropped.
   void DropSilentSpares(Decision& decision, TimePoint now);
   // Counts a failure against its host (cordons_), unless it is no fault
   // of the host's.
   void NoteHostFailure(const FailureRecord& failure, TimePoint now);
-  // The machines the next generation would take: every machine of a
-  // fixed-size job, the ready ones of an elastic job, less the cordoned
-  // ones if MIN remain without them.
-  std::vector<int> NextMembers() const;
 
   JobSettings settings_;
   TimePoint created_at_;
   std::optional<TimePoint> last_tick_;
   std::chrono::steady_clock::duration stalls_excused_{};
-  // Moves every heartbeat forward by what of the gap since the last tick
-  // is the coordinator's own stall.
-  void ExcuseOwnStall(TimePoint now);
   JobPhase phase_ = JobPhase::kWaitingForAgents;
   int64_t generation_ = -1;  // none assigned yet
-  std::map<int, NodeRecord> nodes_;
-  // What ReadyToStart and NextDeadline found by walking every machine at
-  // each event (at 16,384 agents, with their heartbeats, that walk took
-  // most of the owner's time during the rendezvous): the latest
-  // old_agent_may_run_until (none: to be found again), and a machine rank
-  // below which every machine's command is checked.
-  mutable std::optional<TimePoint> replacements_allowed_at_;
-  mutable int commands_checked_below_ = 0;
-  std::vector<RankRecord> ranks_;
-  // Kept as events happen, so that no event costs a walk over every node
-  // or rank (at 4096 machines x 8 ranks, that walk per worker exit made a
-  // restart take minutes).
-  int connected_nodes_ = 0;
-  int live_ranks_ = 0;     // ranks pending or running
-  int started_ranks_ = 0;  // ranks of this generation that started
-  // Connected machines, least recently heard first: the silent ones are
-  // found at the front, and the next heartbeat deadline is the front's.
-  std::list<int> by_heartbeat_;
+  MachineTable machines_;
+  RankTable ranks_;
   std::vector<FailureRecord> failures_;
-  std::vector<GenerationTimes> timeline_;
+  GenerationTimeline timeline_;
   std::optional<TimePoint> first_registration_at_;
-  // The current generation's entry in timeline_, when it is `at` and the
-  // moment is not set yet: the first time counts.
-  void NoteStopping(TimePoint at);
-  void NoteEnded(TimePoint at);
   // Set when stopping starts: what the job ends as once workers are gone,
   // or nothing when it restarts.
   std::optional<JobOutcome> pending_outcome_;
-  int restarts_used_ = 0;
-  // Restarts after a start that failed for want of resources: they do not
-  // spend the budget, up to kFreeRestarts in a row (a machine that never
-  // recovers still ends the job).
-  static constexpr int kFreeRestarts = 5;
-  int free_restarts_in_a_row_ = 0;
-  bool next_restart_is_free_ = false;
-  TimePoint restart_not_before_;
+  RestartBudget budget_;
   // The machines whose reports on their last workers the job waits for,
   // and until when.
   std::set<int> awaiting_reports_;
-  // The current generation's machines, in GROUP_RANK order.
-  std::vector<int> members_;
-  // Elastic: machines that registered while the generation runs (not its
-  // members); the end of the first generation's wait for more machines;
-  // a stop for a rescale under way.
-  std::set<int> joiners_;
-  std::optional<TimePoint> elastic_hold_until_;
-  bool rescaling_ = false;
   TimePoint report_deadline_;
   TimePoint rejoin_deadline_;
+  // The current generation's machines, in GROUP_RANK order.
+  std::vector<int> members_;
+  ElasticMembership elastic_;
   std::optional<JobOutcome> outcome_;
   // A resumed job: where each machine ran before the coordinator restarted.
   bool resumed_ = false;
   std::map<int, HostIdentity> previous_hosts_;
-  // Spares by key (-1, -2, ...), machines that lost their agent, and the
-  // hosts that failed too often.
+  // Spares by key (-1, -2, ...), and the hosts that failed too often.
   SparePool spares_;
-  std::set<int> vacant_;
   CordonList cordons_;
 };
 

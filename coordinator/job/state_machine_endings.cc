@@ -19,21 +19,18 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
       rank->state != RankState::kRunning) {
     return decision;
   }
-  rank->exit = exit;
-  --live_ranks_;
-  if (exit.Succeeded()) {
-    rank->state = RankState::kSucceeded;
-  } else if (phase_ == JobPhase::kStopping) {
-    // Exits caused by our own stop order are not failures.
-    rank->state = RankState::kStopped;
-  } else {
-    rank->state = RankState::kFailed;
+  // Exits caused by our own stop order are not failures.
+  const RankState state = exit.Succeeded() ? RankState::kSucceeded
+                          : phase_ == JobPhase::kStopping ? RankState::kStopped
+                                                          : RankState::kFailed;
+  ranks_.Ended(*rank, state, exit);
+  if (state == RankState::kFailed) {
     if (phase_ == JobPhase::kRunning) {
       FailureRecord failure;
       failure.generation = generation_;
       failure.rank = rank->rank;
       failure.machine_rank = machine_rank;
-      failure.hostname = nodes_.at(machine_rank).info.hostname;
+      failure.hostname = machines_.at(machine_rank).info.hostname;
       failure.exit = exit;
       failure.reason = absl::StrCat(
           "rank ", rank->rank, " (local rank ", local_rank, " on machine ",
@@ -55,58 +52,36 @@ Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {
 
 Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
                                     TimePoint now) {
-  auto it = nodes_.find(machine_rank);
-  if (it == nodes_.end() || !it->second.connected) return Decision();
+  const NodeRecord* node = machines_.Find(machine_rank);
+  if (node == nullptr || !node->connected) return Decision();
   return AfterLosses({{machine_rank, MarkLost(machine_rank, why, now)}}, now);
 }
 
 int JobStateMachine::MarkLost(int machine_rank, const std::string& why,
                               TimePoint now) {
-  auto it = nodes_.find(machine_rank);
-  if (it == nodes_.end() || !it->second.connected) return 0;
-  --connected_nodes_;
-  by_heartbeat_.erase(it->second.by_heartbeat);
-  joiners_.erase(machine_rank);
+  NodeRecord* node = machines_.Find(machine_rank);
+  if (node == nullptr || !node->connected) return 0;
+  elastic_.Left(machine_rank);
   if (phase_ == JobPhase::kWaitingForAgents) {
-    if (it->second.old_agent_may_run_until != TimePoint()) {
-      NoteRunUntilChanged();
-    }
-    nodes_.erase(it);  // It may register again.
+    machines_.Erase(machine_rank);  // It may register again.
     return 0;
   }
-  it->second.connected = false;
-  it->second.lost_reason = why;
-  vacant_.insert(machine_rank);
+  machines_.Disconnect(machine_rank, /*vacant=*/true);
+  node->lost_reason = why;
   // It heard from us at the latest now: its lease ends before now + lease,
   // and its workers are gone a stop grace after that.
   // (+2 s: the agent's own allowance for SIGKILLed processes to go.)
   // (An elastic job's machine outside the generation ran none of its
   // workers: nothing to wait for.)
-  if (!settings_.Elastic() || it->second.group_rank >= 0) {
-    it->second.old_agent_may_run_until =
-        std::max(it->second.old_agent_may_run_until,
-                 now + it->second.info.lease + settings_.stop_grace +
-                     std::chrono::seconds(2));
-    NoteRunUntilChanged();
+  if (!settings_.Elastic() || node->group_rank >= 0) {
+    machines_.OldAgentMayRunUntil(machine_rank, now + node->info.lease +
+                                                    settings_.stop_grace +
+                                                    std::chrono::seconds(2));
   }
   if (IsFinished(phase_)) return 0;
   // A machine's ranks are contiguous from its rank offset.
-  const size_t first = it->second.rank_offset;
-  const size_t end =
-      std::min(ranks_.size(),
-               first + static_cast<size_t>(it->second.info.local_world_size));
-  int lost = 0;
-  for (size_t i = first; i < end; ++i) {
-    RankRecord& rank = ranks_[i];
-    if (rank.machine_rank == machine_rank &&
-        (rank.state == RankState::kPending ||
-         rank.state == RankState::kRunning)) {
-      rank.state = RankState::kLost;
-      --live_ranks_;
-      ++lost;
-    }
-  }
-  return lost;
+  return ranks_.LoseMachine(machine_rank, node->rank_offset,
+                            node->info.local_world_size);
 }
 
 Decision JobStateMachine::AfterLosses(
@@ -122,9 +97,9 @@ Decision JobStateMachine::AfterLosses(
     }
     // A machine whose ranks had all exited 0 took nothing with it.
     if (!with_live_ranks.empty()) {
-      if (live_ranks_ > 0) {
+      if (ranks_.live() > 0) {
         const int m = with_live_ranks.front();
-        return FailForLoss(m, nodes_.at(m).lost_reason, now);
+        return FailForLoss(m, machines_.at(m).lost_reason, now);
       }
       // Every other rank has exited 0: these machines' workers may have
       // too, and only their exits were lost with the connection. Wait
@@ -145,7 +120,7 @@ Decision JobStateMachine::FailForLoss(int machine_rank, const std::string& why,
   FailureRecord failure;
   failure.generation = generation_;
   failure.machine_rank = machine_rank;
-  failure.hostname = nodes_.at(machine_rank).info.hostname;
+  failure.hostname = machines_.at(machine_rank).info.hostname;
   failure.reason = absl::StrCat("the agent of machine ", machine_rank,
                                 " (host ", failure.hostname, ") ", why);
   return Fail(std::move(failure), 1, now);
@@ -158,7 +133,7 @@ Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {
   }
   for (auto it = awaiting_reports_.begin(); it != awaiting_reports_.end();) {
     const int m = *it;
-    NodeRecord& node = nodes_.at(m);
+    const NodeRecord& node = machines_.at(m);
     if (!node.connected) {
       ++it;
       continue;
@@ -199,12 +174,12 @@ Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {
   if (!awaiting_reports_.empty()) {
     if (now <= report_deadline_) return decision;
     const int m = *awaiting_reports_.begin();
-    return FailForLoss(
-        m,
-        absl::StrCat(nodes_.at(m).lost_reason, " and did not come back within ",
-                     settings_.rejoin_timeout.count() / 1000.0,
-                     " s to report its workers"),
-        now);
+    return FailForLoss(m,
+                       absl::StrCat(machines_.at(m).lost_reason,
+                                    " and did not come back within ",
+                                    settings_.rejoin_timeout.count() / 1000.0,
+                                    " s to report its workers"),
+                       now);
   }
   MaybeFinish(decision, now);  // every rank exited 0: the job succeeded
   return decision;
@@ -219,19 +194,19 @@ Decision JobStateMachine::CommandChecked(int m, const std::string& problem,
     spare->unusable = problem;
     return decision;
   }
-  auto it = nodes_.find(m);
-  if (it == nodes_.end() || IsFinished(phase_)) return decision;
+  NodeRecord* node = machines_.Find(m);
+  if (node == nullptr || IsFinished(phase_)) return decision;
   if (problem.empty()) {
-    it->second.command_checked = true;
+    node->command_checked = true;
     return decision;
   }
   const std::string why =
-      absl::StrCat("machine ", m, " (host ", it->second.info.hostname,
+      absl::StrCat("machine ", m, " (host ", node->info.hostname,
                    ") cannot run the command: ", problem);
   FailureRecord failure;
   failure.generation = generation_;
   failure.machine_rank = m;
-  failure.hostname = it->second.info.hostname;
+  failure.hostname = node->info.hostname;
   failure.reason = why;
   failures_.push_back(failure);
   awaiting_reports_.clear();
@@ -247,8 +222,7 @@ Decision JobStateMachine::CommandChecked(int m, const std::string& problem,
   // ends the same way.
   pending_outcome_ = JobOutcome{JobPhase::kFailed, 2, why};
   if (phase_ != JobPhase::kStopping) {
-    phase_ = JobPhase::kStopping;
-    NoteStopping(now);
+    EnterStopping(now);
     decision.stop_generation = why;
   }
   MaybeFinish(decision, now);
@@ -275,8 +249,7 @@ Decision JobStateMachine::StopRequested(const std::string& reason,
     return decision;
   }
   const bool already_stopping = phase_ == JobPhase::kStopping;
-  phase_ = JobPhase::kStopping;
-  NoteStopping(now);
+  EnterStopping(now);
   if (!already_stopping) decision.stop_generation = reason;
   MaybeFinish(decision, now);
   return decision;
@@ -285,39 +258,13 @@ Decision JobStateMachine::StopRequested(const std::string& reason,
 Decision JobStateMachine::Fail(FailureRecord failure, int exit_code,
                                TimePoint now) {
   Decision decision;
-  const RestartPolicy& policy = settings_.restart;
-  const bool excluded =
-      failure.rank >= 0 && failure.exit.signal == 0 &&
-      failure.exit.start_error.empty() &&
-      policy.no_restart_exit_codes.count(failure.exit.exit_code) > 0;
-  std::string summary = failure.reason;
-  if (excluded) {
-    pending_outcome_ =
-        JobOutcome{JobPhase::kFailed, exit_code,
-                   absl::StrCat(summary, " (exit code ", failure.exit.exit_code,
-                                " is marked as not worth a restart)")};
-  } else if (failure.exit.out_of_resources &&
-             free_restarts_in_a_row_ < kFreeRestarts) {
-    // Out of descriptors or memory for a moment (a flood, a neighbour):
-    // try again after the backoff without spending the budget.
-    pending_outcome_.reset();
-    next_restart_is_free_ = true;
-  } else if (restarts_used_ >= policy.max_restarts) {
-    pending_outcome_ =
-        JobOutcome{JobPhase::kFailed, exit_code,
-                   policy.max_restarts == 0
-                       ? summary
-                       : absl::StrCat(summary, " (all ", policy.max_restarts,
-                                      " restarts used)")};
-  } else {
-    pending_outcome_.reset();  // restart once the generation is gone
-  }
+  // The job's end, or a restart once the generation is gone.
+  pending_outcome_ = budget_.Judge(failure, exit_code);
+  decision.stop_generation = failure.reason;
   NoteHostFailure(failure, now);
   failures_.push_back(std::move(failure));
   awaiting_reports_.clear();  // the generation fails whatever they report
-  phase_ = JobPhase::kStopping;
-  NoteStopping(now);
-  decision.stop_generation = summary;
+  EnterStopping(now);
   MaybeFinish(decision, now);
   return decision;
 }
@@ -328,25 +275,16 @@ void JobStateMachine::Finish(JobOutcome outcome, Decision& decision) {
   decision.finished = outcome_;
 }
 
-void JobStateMachine::NoteStopping(TimePoint at) {
-  if (!timeline_.empty() && timeline_.back().generation == generation_ &&
-      !timeline_.back().stopping_at) {
-    timeline_.back().stopping_at = at;
-  }
-}
-
-void JobStateMachine::NoteEnded(TimePoint at) {
-  if (!timeline_.empty() && timeline_.back().generation == generation_ &&
-      !timeline_.back().ended_at) {
-    timeline_.back().ended_at = at;
-  }
+void JobStateMachine::EnterStopping(TimePoint now) {
+  phase_ = JobPhase::kStopping;
+  timeline_.Stopping(generation_, now);
 }
 
 void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
   if (phase_ != JobPhase::kRunning && phase_ != JobPhase::kStopping) return;
-  if (live_ranks_ > 0) return;
+  if (ranks_.live() > 0) return;
   if (phase_ == JobPhase::kRunning && !awaiting_reports_.empty()) return;
-  NoteEnded(now);
+  timeline_.Ended(generation_, now);
   if (phase_ == JobPhase::kRunning) {
     // Every rank exited on its own, and none failed (a failure would have
     // moved the job to kStopping).
@@ -360,29 +298,37 @@ void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
     Finish(*pending_outcome_, decision);
     return;
   }
-  if (rescaling_) {
+  phase_ = JobPhase::kRestarting;
+  rejoin_deadline_ = now + settings_.rejoin_timeout;
+  if (elastic_.TakeRescale()) {
     // Stopped to take a joiner in: no failure, so no restart spent and no
     // backoff.
-    rescaling_ = false;
-    phase_ = JobPhase::kRestarting;
-    restart_not_before_ = now;
-    rejoin_deadline_ = now + settings_.rejoin_timeout;
-    return;
+    budget_.StartAgainAt(now);
+  } else {
+    budget_.Restart(now);
   }
-  if (next_restart_is_free_) {
-    next_restart_is_free_ = false;
-    ++free_restarts_in_a_row_;
-    phase_ = JobPhase::kRestarting;
-    restart_not_before_ = now + settings_.restart.BackoffBefore(
-                                    restarts_used_ + free_restarts_in_a_row_);
-    rejoin_deadline_ = now + settings_.rejoin_timeout;
-    return;
+}
+
+Decision JobStateMachine::MaybeRescale(TimePoint now) {
+  Decision decision;
+  // Only while every rank of the generation still runs: one that has
+  // exited 0 means the job is ending, and a rescale would run it again.
+  if (!settings_.rescale_on_join || phase_ != JobPhase::kRunning ||
+      ranks_.live() != ranks_.size() || !awaiting_reports_.empty()) {
+    return decision;
   }
-  free_restarts_in_a_row_ = 0;
-  ++restarts_used_;
-  phase_ = JobPhase::kRestarting;
-  restart_not_before_ = now + settings_.restart.BackoffBefore(restarts_used_);
-  rejoin_deadline_ = now + settings_.rejoin_timeout;
+  const std::optional<int> m =
+      elastic_.JoinerToTakeIn(machines_, cordons_, now);
+  if (!m) return decision;
+  elastic_.StartRescale();
+  pending_outcome_.reset();
+  EnterStopping(now);
+  decision.stop_generation =
+      absl::StrCat("machine ", *m, " (host ", machines_.at(*m).info.hostname,
+                   ") joined: generation ", generation_,
+                   " stops to take it in (--rescale_on_join)");
+  MaybeFinish(decision, now);
+  return decision;
 }
 
 }  // namespace trl

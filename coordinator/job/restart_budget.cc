@@ -1,0 +1,48 @@
+#include "coordinator/job/restart_budget.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace trl {
+
+std::optional<JobOutcome> RestartBudget::Judge(const FailureRecord& failure,
+                                               int exit_code) {
+  const bool excluded =
+      failure.rank >= 0 && failure.exit.signal == 0 &&
+      failure.exit.start_error.empty() &&
+      policy_.no_restart_exit_codes.count(failure.exit.exit_code) > 0;
+  if (excluded) {
+    return JobOutcome{
+        JobPhase::kFailed, exit_code,
+        absl::StrCat(failure.reason, " (exit code ", failure.exit.exit_code,
+                     " is marked as not worth a restart)")};
+  }
+  if (failure.exit.out_of_resources && free_in_a_row_ < kFreeRestarts) {
+    // Out of descriptors or memory for a moment (a flood, a neighbour):
+    // try again after the backoff without spending the budget.
+    next_is_free_ = true;
+    return std::nullopt;
+  }
+  if (used_ >= policy_.max_restarts) {
+    return JobOutcome{
+        JobPhase::kFailed, exit_code,
+        policy_.max_restarts == 0
+            ? failure.reason
+            : absl::StrCat(failure.reason, " (all ", policy_.max_restarts,
+                           " restarts used)")};
+  }
+  return std::nullopt;  // restart once the generation is gone
+}
+
+void RestartBudget::Restart(TimePoint now) {
+  if (next_is_free_) {
+    next_is_free_ = false;
+    ++free_in_a_row_;
+    not_before_ = now + policy_.BackoffBefore(used_ + free_in_a_row_);
+    return;
+  }
+  free_in_a_row_ = 0;
+  ++used_;
+  not_before_ = now + policy_.BackoffBefore(used_);
+}
+
+}  // namespace trl
