@@ -20,14 +20,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "coordinator/job/cordon_list.h"
-#include "coordinator/job/elastic_membership.h"
+#include "coordinator/job/awaited_reports.h"
 #include "coordinator/job/generation_timeline.h"
-#include "coordinator/job/machine_table.h"
+#include "coordinator/job/membership.h"
 #include "coordinator/job/rank_table.h"
 #include "coordinator/job/records.h"
 #include "coordinator/job/restart_budget.h"
-#include "coordinator/job/spare_pool.h"
 
 namespace trl {
 
@@ -103,7 +101,9 @@ class JobStateMachine {
   std::chrono::steady_clock::duration own_stalls() const {
     return stalls_excused_;
   }
-  const std::map<int, NodeRecord>& nodes() const { return machines_.all(); }
+  const std::map<int, NodeRecord>& nodes() const {
+    return membership_.machines().all();
+  }
   const std::vector<RankRecord>& ranks() const { return ranks_.all(); }
   // The machines of the current (or last) generation, in GROUP_RANK order.
   const std::vector<int>& members() const { return members_; }
@@ -111,13 +111,15 @@ class JobStateMachine {
   // would be a member if it started now); empty if none.
   std::string NextMasterAddr() const;
   const std::vector<FailureRecord>& failures() const { return failures_; }
-  const std::map<int, SpareRecord>& spares() const { return spares_.all(); }
+  const std::map<int, SpareRecord>& spares() const {
+    return membership_.spares().all();
+  }
   const std::map<std::string, Cordon>& cordoned() const {
-    return cordons_.cordoned();
+    return membership_.cordons().cordoned();
   }
   // For a restarted coordinator: hosts cordoned before it.
   void RestoreCordons(std::map<std::string, Cordon> cordoned) {
-    cordons_.Restore(std::move(cordoned));
+    membership_.cordons().Restore(std::move(cordoned));
   }
   const std::optional<JobOutcome>& outcome() const { return outcome_; }
   // Every generation this machine started, oldest first (one entry per
@@ -126,7 +128,7 @@ class JobStateMachine {
     return timeline_.all();
   }
   const std::optional<TimePoint>& first_registration_at() const {
-    return first_registration_at_;
+    return membership_.first_registration_at();
   }
   // Whether a generation may start now: every machine registered,
   // connected and its command checked, no backoff or old lease ahead (what
@@ -163,21 +165,15 @@ class JobStateMachine {
   void MaybeFinish(Decision& decision, TimePoint now);
   // --rescale_on_join: stops the running generation for a ready joiner.
   Decision MaybeRescale(TimePoint now);
-  // job/state_machine_spares.cc: spares and cordons.
-  bool Cordoned(const NodeRecord& node) const {
-    return cordons_.Cordoned(node.info.hostname);
+  // A failure of rank `rank` (as it exited), or of machine `m`.
+  FailureRecord RankFailure(const RankRecord& rank) const;
+  FailureRecord MachineFailure(int m, std::string why) const;
+  const std::string& HostOf(int m) const {
+    return membership_.machines().at(m).info.hostname;
   }
-  // Ready spares take vacant machines' places, and cordoned machines' when
-  // no generation runs on them.
-  void FillFromSpares(Decision& decision, TimePoint now);
-  // Spare `key` takes machine `m`'s place (its record filled in, `why`
-  // said in the handover).
-  void TakePlace(int key, int m, const std::string& why, Decision& decision);
-  // Spares silent for the heartbeat timeout are dropped.
-  void DropSilentSpares(Decision& decision, TimePoint now);
-  // Counts a failure against its host (cordons_), unless it is no fault
-  // of the host's.
-  void NoteHostFailure(const FailureRecord& failure, TimePoint now);
+  const std::string& LostReasonOf(int m) const {
+    return membership_.machines().at(m).lost_reason;
+  }
 
   JobSettings settings_;
   TimePoint created_at_;
@@ -185,30 +181,21 @@ class JobStateMachine {
   std::chrono::steady_clock::duration stalls_excused_{};
   JobPhase phase_ = JobPhase::kWaitingForAgents;
   int64_t generation_ = -1;  // none assigned yet
-  MachineTable machines_;
+  // Who is in the job: machines, spares, cordons, joiners.
+  JobMembership membership_;
   RankTable ranks_;
   std::vector<FailureRecord> failures_;
   GenerationTimeline timeline_;
-  std::optional<TimePoint> first_registration_at_;
   // Set when stopping starts: what the job ends as once workers are gone,
   // or nothing when it restarts.
   std::optional<JobOutcome> pending_outcome_;
   RestartBudget budget_;
-  // The machines whose reports on their last workers the job waits for,
-  // and until when.
-  std::set<int> awaiting_reports_;
-  TimePoint report_deadline_;
+  // The machines whose reports on their last workers the job waits for.
+  AwaitedReports awaited_;
   TimePoint rejoin_deadline_;
   // The current generation's machines, in GROUP_RANK order.
   std::vector<int> members_;
-  ElasticMembership elastic_;
   std::optional<JobOutcome> outcome_;
-  // A resumed job: where each machine ran before the coordinator restarted.
-  bool resumed_ = false;
-  std::map<int, HostIdentity> previous_hosts_;
-  // Spares by key (-1, -2, ...), and the hosts that failed too often.
-  SparePool spares_;
-  CordonList cordons_;
 };
 
 }  // namespace trl

@@ -8,59 +8,12 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "coordinator/job/state_machine.h"
+#include "coordinator/job/membership.h"
 
 namespace trl {
 
-absl::StatusOr<int> JobStateMachine::Admit(const AgentInfo& agent,
-                                           TimePoint now) {
-  const int m = agent.machine_rank;
-  const bool in_range = m >= 0 && m < settings_.num_machines;
-  const NodeRecord* existing = in_range ? machines_.Find(m) : nullptr;
-  const bool taken = existing != nullptr && existing->connected;
-  if (agent.spare) {
-    if (IsFinished(phase_)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the job is ", JobPhaseName(phase_), " and takes no new agents"));
-    }
-    if (absl::Status ok = CheckAgentFitsJob(agent, settings_); !ok.ok()) {
-      return ok;
-    }
-    // A spare that stood for a machine before its connection was lost
-    // takes it back if it is still vacant, or not registered yet (a
-    // restarted coordinator).
-    // (An awaited machine too: the stand-in that ran it brings the report.)
-    const bool vacant = existing != nullptr
-                            ? !taken && machines_.vacant().count(m) > 0
-                            : in_range && phase_ == JobPhase::kWaitingForAgents;
-    if (vacant) {
-      AgentInfo machine = agent;
-      machine.spare = false;
-      if (absl::Status ok = Register(machine, now); !ok.ok()) return ok;
-      machines_.at(m).from_spare = true;
-      return m;
-    }
-    return spares_.Admit(agent, now);
-  }
-  // A machine's own agent back while a spare holds its place: a spare now.
-  if (taken && existing->from_spare && !IsFinished(phase_)) {
-    if (absl::Status ok = CheckAgentFitsJob(agent, settings_); !ok.ok()) {
-      return ok;
-    }
-    return spares_.Admit(agent, now);
-  }
-  if (absl::Status ok = Register(agent, now); !ok.ok()) return ok;
-  return m;
-}
-
-absl::Status JobStateMachine::Uncordon(const std::string& hostname) {
-  return cordons_.Uncordon(hostname);
-}
-
-void JobStateMachine::NoteHostFailure(const FailureRecord& failure,
-                                      TimePoint now) {
+void JobMembership::NoteHostFailure(const FailureRecord& failure,
+                                    TimePoint now) {
   // A start that failed for want of resources is a shortage, bounded by
   // its own free restarts, not a fault of the host; a spare's failure is
   // not a machine's.
@@ -68,8 +21,8 @@ void JobStateMachine::NoteHostFailure(const FailureRecord& failure,
   cordons_.NoteFailure(failure.hostname, failure.reason, now);
 }
 
-void JobStateMachine::TakePlace(int key, int m, const std::string& why,
-                                Decision& decision) {
+void JobMembership::TakePlace(int key, int m, const std::string& why,
+                              JobPhase phase, Decision& decision) {
   SpareRecord spare = spares_.Take(key);
   NodeRecord& node = machines_.at(m);
   AgentInfo info = std::move(spare.info);
@@ -86,28 +39,29 @@ void JobStateMachine::TakePlace(int key, int m, const std::string& why,
   // all of it is other hosts' (should this agent register again).
   node.others_may_run_until = node.old_agent_may_run_until;
   machines_.Reconnect(m);
-  if (node.group_rank < 0 && phase_ == JobPhase::kRunning) elastic_.Joined(m);
+  if (node.group_rank < 0 && phase == JobPhase::kRunning) elastic_.Joined(m);
   decision.handovers.push_back(
       {key, m,
        absl::StrCat("the spare on host ", node.info.hostname,
                     " takes the place of machine ", m, ": ", why)});
 }
 
-void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
-  if (spares_.empty() || IsFinished(phase_)) return;
+void JobMembership::FillFromSpares(JobPhase phase, const std::set<int>& awaited,
+                                   Decision& decision, TimePoint now) {
+  if (spares_.empty() || IsFinished(phase)) return;
   for (auto it = machines_.vacant().begin(); it != machines_.vacant().end();) {
-    const int m = *it++;                       // TakePlace erases m
-    if (awaiting_reports_.count(m)) continue;  // its report decides
+    const int m = *it++;             // TakePlace erases m
+    if (awaited.count(m)) continue;  // its report decides
     const std::optional<int> spare = spares_.NextReady(cordons_);
     if (!spare) return;
     const std::string why = machines_.at(m).lost_reason;
-    TakePlace(*spare, m, why, decision);
+    TakePlace(*spare, m, why, phase, decision);
   }
   // A machine that has not registered (a node that did not come up, or one
   // lost while a restarted coordinator was away) once any earlier agent of
   // it has surely stopped: the job does not wait for the registration
   // timeout with a spare at hand.
-  if (phase_ == JobPhase::kWaitingForAgents &&
+  if (phase == JobPhase::kWaitingForAgents &&
       machines_.size() < settings_.num_machines) {
     for (int m = 0; m < settings_.num_machines; ++m) {
       if (machines_.contains(m)) continue;
@@ -120,13 +74,17 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
       if (now < old_may_run_until) break;
       NodeRecord& node = machines_.AddUnregistered(m, old_may_run_until);
       node.lost_reason = "has not registered";
-      TakePlace(*spare, m, node.lost_reason, decision);
+      TakePlace(*spare, m, node.lost_reason, phase, decision);
     }
   }
-  // A cordoned machine's agent gives its place to a spare and becomes one,
-  // while none of its ranks lives.
-  if (cordons_.empty() || (phase_ != JobPhase::kRestarting &&
-                           phase_ != JobPhase::kWaitingForAgents)) {
+  SwapOutCordoned(phase, decision, now);
+}
+
+void JobMembership::SwapOutCordoned(JobPhase phase, Decision& decision,
+                                    TimePoint now) {
+  // Only while none of a cordoned machine's ranks lives.
+  if (cordons_.empty() || (phase != JobPhase::kRestarting &&
+                           phase != JobPhase::kWaitingForAgents)) {
     return;
   }
   for (const auto& [m, node] : machines_.all()) {
@@ -143,7 +101,7 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
     SpareRecord* made_spare = spares_.Find(demoted_key);
     made_spare->last_heartbeat = node.last_heartbeat;
     made_spare->command_checked = node.command_checked;
-    TakePlace(*spare, m, why, decision);
+    TakePlace(*spare, m, why, phase, decision);
     decision.handovers.push_back(
         {m, demoted_key,
          absl::StrCat("machine ", m, "'s agent on host ", host,
@@ -151,7 +109,7 @@ void JobStateMachine::FillFromSpares(Decision& decision, TimePoint now) {
   }
 }
 
-void JobStateMachine::DropSilentSpares(Decision& decision, TimePoint now) {
+void JobMembership::DropSilentSpares(Decision& decision, TimePoint now) {
   for (int key : spares_.DropSilent(settings_.agent_heartbeat_timeout, now)) {
     decision.drop_spares.push_back(key);
   }

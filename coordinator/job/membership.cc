@@ -1,0 +1,238 @@
+#include "coordinator/job/membership.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/rank_layout.h"
+
+namespace trl {
+
+JobMembership::JobMembership(JobSettings settings, TimePoint created_at)
+    : settings_(std::move(settings)),
+      created_at_(created_at),
+      spares_(settings_.MaxSpares()),
+      cordons_(settings_.cordon_after, settings_.cordon_window),
+      elastic_(settings_) {}
+
+void JobMembership::Resume(std::map<int, HostIdentity> previous_hosts) {
+  resumed_ = true;
+  previous_hosts_ = std::move(previous_hosts);
+}
+
+absl::Status JobMembership::Register(const AgentInfo& agent, JobPhase phase,
+                                     TimePoint now) {
+  const int m = agent.machine_rank;
+  if (m < 0 || m >= settings_.num_machines) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "machine_rank ", m, " is out of range: this job has num_machines ",
+        settings_.num_machines, " (machine ranks 0..",
+        settings_.num_machines - 1, ")"));
+  }
+  const NodeRecord* existing = machines_.Find(m);
+  if (existing != nullptr && existing->connected) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "machine_rank ", m, " is already registered by host ",
+        existing->info.hostname, " (", existing->info.advertise_addr, ")"));
+  }
+  if (absl::Status ok = CheckAgentFitsJob(agent, settings_); !ok.ok()) {
+    return ok;
+  }
+  const bool rejoin = existing != nullptr;
+  // An elastic job takes a new machine while a generation runs: into the
+  // next one.
+  if (IsFinished(phase) || (!rejoin && !settings_.Elastic() &&
+                            phase != JobPhase::kWaitingForAgents)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the job is ", JobPhaseName(phase), " and takes no new agents"));
+  }
+  if (rejoin && agent.local_world_size != existing->info.local_world_size) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("machine ", m, " rejoins with ", agent.local_world_size,
+                     " workers but had ", existing->info.local_world_size));
+  }
+  NodeRecord node;
+  node.info = agent;
+  node.last_heartbeat = now;
+  node.command_checked = !agent.checks_command;
+  if (rejoin) {
+    // Its ranks stay where they are until the next generation assigns
+    // them again (a report of their exits refers to them).
+    node.rank_offset = existing->rank_offset;
+    node.group_rank = existing->group_rank;
+    // An agent on the host that was lost may have the machine's ranks at
+    // once: the one that was lost stopped its workers before it
+    // reconnected, and a new one killed what an earlier one left there
+    // before it registered (agent/stale_workers.h). An agent on another
+    // host only once the old one's workers have surely stopped (I1: one
+    // generation of a rank at a time), even if it is frozen or cut off.
+    // What agents on other hosts (an earlier holder the last one took
+    // over from) may still run is waited for either way.
+    node.others_may_run_until = existing->SameHostAs(agent)
+                                    ? existing->others_may_run_until
+                                    : existing->old_agent_may_run_until;
+    node.old_agent_may_run_until = node.others_may_run_until;
+  } else if (resumed_) {
+    // The old coordinator's agent of this machine heard from it last
+    // before we started: its lease ends before then + lease.
+    auto previous = previous_hosts_.find(m);
+    if (previous == previous_hosts_.end() ||
+        !previous->second.SameHostAs(agent.host())) {
+      node.old_agent_may_run_until = created_at_ + agent.lease +
+                                     settings_.stop_grace +
+                                     std::chrono::seconds(2);
+      node.others_may_run_until = node.old_agent_may_run_until;
+    }
+  }
+  const bool member = node.group_rank >= 0;
+  machines_.Add(m, std::move(node));
+  if (!member && phase == JobPhase::kRunning) elastic_.Joined(m);
+  if (!first_registration_at_) first_registration_at_ = now;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> JobMembership::Admit(const AgentInfo& agent, JobPhase phase,
+                                         TimePoint now) {
+  const int m = agent.machine_rank;
+  const bool in_range = m >= 0 && m < settings_.num_machines;
+  const NodeRecord* existing = in_range ? machines_.Find(m) : nullptr;
+  const bool taken = existing != nullptr && existing->connected;
+  if (agent.spare) {
+    if (IsFinished(phase)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the job is ", JobPhaseName(phase), " and takes no new agents"));
+    }
+    if (absl::Status ok = CheckAgentFitsJob(agent, settings_); !ok.ok()) {
+      return ok;
+    }
+    // A spare that stood for a machine before its connection was lost
+    // takes it back if it is still vacant, or not registered yet (a
+    // restarted coordinator).
+    // (An awaited machine too: the stand-in that ran it brings the report.)
+    const bool vacant = existing != nullptr
+                            ? !taken && machines_.vacant().count(m) > 0
+                            : in_range && phase == JobPhase::kWaitingForAgents;
+    if (vacant) {
+      AgentInfo machine = agent;
+      machine.spare = false;
+      if (absl::Status ok = Register(machine, phase, now); !ok.ok()) return ok;
+      machines_.at(m).from_spare = true;
+      return m;
+    }
+    return spares_.Admit(agent, now);
+  }
+  // A machine's own agent back while a spare holds its place: a spare now.
+  if (taken && existing->from_spare && !IsFinished(phase)) {
+    if (absl::Status ok = CheckAgentFitsJob(agent, settings_); !ok.ok()) {
+      return ok;
+    }
+    return spares_.Admit(agent, now);
+  }
+  if (absl::Status ok = Register(agent, phase, now); !ok.ok()) return ok;
+  return m;
+}
+
+void JobMembership::Heard(int key, TimePoint now) {
+  if (key < 0) {
+    spares_.Heard(key, now);
+  } else {
+    machines_.Heard(key, now);
+  }
+}
+
+void JobMembership::ExcuseStall(std::chrono::steady_clock::duration late,
+                                TimePoint now) {
+  machines_.ExcuseStall(late, now);
+  spares_.ExcuseStall(late, now);
+}
+
+bool JobMembership::SpareCommandChecked(int key, const std::string& problem) {
+  SpareRecord* spare = spares_.Find(key);
+  if (spare == nullptr) return false;
+  // A spare that cannot run the command takes no place; the job goes on.
+  spare->command_checked = true;
+  spare->unusable = problem;
+  return true;
+}
+
+const NodeRecord* JobMembership::Lose(int m, const std::string& why,
+                                      JobPhase phase, TimePoint now) {
+  if (m < 0) {
+    spares_.Erase(m);  // a spare leaves nothing behind
+    return nullptr;
+  }
+  NodeRecord* node = machines_.Find(m);
+  if (node == nullptr || !node->connected) return nullptr;
+  elastic_.Left(m);
+  if (phase == JobPhase::kWaitingForAgents) {
+    machines_.Erase(m);  // It may register again.
+    return nullptr;
+  }
+  machines_.Disconnect(m, /*vacant=*/true);
+  node->lost_reason = why;
+  // It heard from us at the latest now: its lease ends before now + lease,
+  // and its workers are gone a stop grace after that.
+  // (+2 s: the agent's own allowance for SIGKILLed processes to go.)
+  // (An elastic job's machine outside the generation ran none of its
+  // workers: nothing to wait for.)
+  if (!settings_.Elastic() || node->group_rank >= 0) {
+    machines_.OldAgentMayRunUntil(m, now + node->info.lease +
+                                         settings_.stop_grace +
+                                         std::chrono::seconds(2));
+  }
+  return node;
+}
+
+bool JobMembership::ReadyToStart(JobPhase phase, TimePoint now) const {
+  if (settings_.Elastic()) {
+    // I1: a machine lost from the last generation may still run its
+    // workers (cut off, not dead) until its lease and stop grace are over;
+    // the next generation, with it or without, starts after that. (A
+    // machine back on its host has stopped them: it waits for nothing.)
+    if (now < machines_.ReplacementsAllowedAt()) return false;
+    return elastic_.ReadyToStart(machines_.CountReady(),
+                                 phase == JobPhase::kRestarting, now);
+  }
+  if (machines_.size() != settings_.num_machines ||
+      machines_.connected() != settings_.num_machines ||
+      !machines_.AllCommandsChecked(settings_.num_machines)) {
+    return false;
+  }
+  return now >= machines_.ReplacementsAllowedAt();
+}
+
+GenerationStart JobMembership::Place() {
+  // The members: every machine of a fixed-size job (ReadyToStart waited
+  // for all); those ready of an elastic one. In machine_rank order, so
+  // ranks stay contiguous per machine and keyed by machine_rank.
+  const std::vector<int> members = elastic_.NextMembers(machines_, cordons_);
+  std::vector<int> local_world_sizes;
+  for (const auto& [m, node] : machines_.all()) machines_.at(m).group_rank = -1;
+  GenerationStart start;
+  for (int m : members) {
+    NodeRecord& node = machines_.at(m);
+    node.group_rank = static_cast<int>(local_world_sizes.size());
+    local_world_sizes.push_back(node.info.local_world_size);
+    if (Cordoned(node)) start.cordoned_members.push_back(m);
+  }
+  const RankLayout layout = ComputeRankLayout(local_world_sizes);
+  elastic_.NewGeneration();
+  start.world_size = layout.world_size;
+  start.num_machines = static_cast<int>(members.size());
+  start.master_addr =
+      members.empty() ? "" : machines_.at(members[0]).info.advertise_addr;
+  int index = 0;
+  for (int m : members) {
+    NodeRecord& node = machines_.at(m);
+    node.rank_offset = layout.rank_offsets[index++];
+    start.nodes.push_back(
+        {m, node.rank_offset, node.info.local_world_size, node.group_rank});
+  }
+  return start;
+}
+
+std::string JobMembership::NextMasterAddr() const {
+  const std::vector<int> members = elastic_.NextMembers(machines_, cordons_);
+  return members.empty() ? "" : machines_.at(members[0]).info.advertise_addr;
+}
+
+}  // namespace trl

@@ -1,0 +1,120 @@
+// Who is in the job: each machine's agent (MachineTable), the spares that
+// wait to take a machine's place (SparePool), the hosts cordoned for
+// failing too often (CordonList) and an elastic job's joiners
+// (ElasticMembership). It admits agents, hears them, hands a lost or
+// cordoned machine's place to a spare, says whether every machine a
+// generation needs is there, and places a generation's ranks on the
+// members. It knows nothing of ranks' states or how a generation ends: the
+// job state machine passes its phase in.
+//
+// Pure: every call that needs the time carries it. Not thread-safe: the
+// job state machine's owner serialises calls.
+#ifndef TRL_COORDINATOR_JOB_MEMBERSHIP_H_
+#define TRL_COORDINATOR_JOB_MEMBERSHIP_H_
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/job/cordon_list.h"
+#include "coordinator/job/elastic_membership.h"
+#include "coordinator/job/machine_table.h"
+#include "coordinator/job/records.h"
+#include "coordinator/job/spare_pool.h"
+
+namespace trl {
+
+class JobMembership {
+ public:
+  JobMembership(JobSettings settings, TimePoint created_at);
+
+  // A restarted coordinator's job: where each machine's agent was before
+  // (machine -> host). An agent of another host gets the machine only
+  // once the old agent's lease and stop grace, counted from created_at,
+  // have run out.
+  void Resume(std::map<int, HostIdentity> previous_hosts);
+
+  // Accepts a machine's agent (new, or back after it was lost), or says
+  // why not.
+  absl::Status Register(const AgentInfo& agent, JobPhase phase, TimePoint now);
+  // Accepts any agent: a machine's, a spare, or a machine's own agent
+  // whose place a spare holds (a spare now). Returns its key.
+  absl::StatusOr<int> Admit(const AgentInfo& agent, JobPhase phase,
+                            TimePoint now);
+  absl::Status Uncordon(const std::string& hostname) {
+    return cordons_.Uncordon(hostname);
+  }
+  // A heartbeat of a machine (key >= 0) or a spare (key < 0).
+  void Heard(int key, TimePoint now);
+  // The coordinator's own stall of `late`: nobody's silence.
+  void ExcuseStall(std::chrono::steady_clock::duration late, TimePoint now);
+  // A spare's command check; false if `key` is no spare.
+  bool SpareCommandChecked(int key, const std::string& problem);
+  // Machine `m` lost its agent (`why`). Before any generation it goes
+  // altogether (nullptr); otherwise its record, kept for a rejoin or a
+  // spare. nullptr too if it was not connected, or `m` is a spare's key
+  // (the spare goes).
+  const NodeRecord* Lose(int m, const std::string& why, JobPhase phase,
+                         TimePoint now);
+
+  // Ready spares take vacant machines' places (not those whose reports are
+  // `awaited`), and cordoned machines' while no generation runs; spares
+  // silent for the heartbeat timeout are dropped. What the edge must do is
+  // added to `decision`.
+  void FillFromSpares(JobPhase phase, const std::set<int>& awaited,
+                      Decision& decision, TimePoint now);
+  void DropSilentSpares(Decision& decision, TimePoint now);
+  // Counts a failure against its host, unless it is no fault of the
+  // host's (a shortage of resources, a spare's).
+  void NoteHostFailure(const FailureRecord& failure, TimePoint now);
+
+  // Whether every machine the next generation needs is there: registered,
+  // connected, command checked, no old agent's lease ahead (an elastic
+  // job: enough of them, see ElasticMembership).
+  bool ReadyToStart(JobPhase phase, TimePoint now) const;
+  // The next generation's members, ranks placed on them: every field of
+  // GenerationStart but the generation.
+  GenerationStart Place();
+  // Where the next generation's rank 0 would run; empty if nowhere.
+  std::string NextMasterAddr() const;
+
+  const MachineTable& machines() const { return machines_; }
+  MachineTable& machines() { return machines_; }
+  ElasticMembership& elastic() { return elastic_; }
+  const ElasticMembership& elastic() const { return elastic_; }
+  const SparePool& spares() const { return spares_; }
+  CordonList& cordons() { return cordons_; }
+  const CordonList& cordons() const { return cordons_; }
+  const std::optional<TimePoint>& first_registration_at() const {
+    return first_registration_at_;
+  }
+
+ private:
+  bool Cordoned(const NodeRecord& node) const {
+    return cordons_.Cordoned(node.info.hostname);
+  }
+  // Spare `key` takes machine `m`'s place (`why` said in the handover).
+  void TakePlace(int key, int m, const std::string& why, JobPhase phase,
+                 Decision& decision);
+  // A cordoned machine's agent gives its place to a ready spare and
+  // becomes one.
+  void SwapOutCordoned(JobPhase phase, Decision& decision, TimePoint now);
+
+  JobSettings settings_;
+  TimePoint created_at_;
+  MachineTable machines_;
+  SparePool spares_;
+  CordonList cordons_;
+  ElasticMembership elastic_;
+  std::optional<TimePoint> first_registration_at_;
+  bool resumed_ = false;
+  std::map<int, HostIdentity> previous_hosts_;
+};
+
+}  // namespace trl
+
+#endif  // TRL_COORDINATOR_JOB_MEMBERSHIP_H_
