@@ -246,13 +246,10 @@ void CoordinatorCore::OnMessage(AgentLink* link,
       break;
     }
     case pb::AgentMessage::kHeartbeat: {
-      agent.heartbeat_via = "stream";
-      if (agent.last_ack == TimePoint{} ||
-          now - agent.last_ack >= agent.ack_every) {
+      if (heartbeats_.HeartbeatOnStream(link, now)) {
         pb::CoordinatorMessage ack;
         ack.mutable_heartbeat_ack();
         link->Send(ack);
-        agent.last_ack = now;
       }
       break;
     }
@@ -466,7 +463,7 @@ JobStatusCopy CoordinatorCore::CopyStatus(
     if (!via) {
       via.emplace();
       for (const auto& [link, agent] : registered_) {
-        (*via)[agent.machine_rank] = agent.heartbeat_via;
+        (*via)[agent.machine_rank] = heartbeats_.Via(link);
       }
     }
     const auto found = via->find(machine_rank);

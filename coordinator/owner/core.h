@@ -29,6 +29,7 @@
 #include "common/stop_signals.h"
 #include "coordinator/job/state_machine.h"
 #include "coordinator/owner/agent_link.h"
+#include "coordinator/owner/heartbeat_sessions.h"
 #include "coordinator/record/events.h"
 #include "coordinator/record/state_file.h"
 #include "coordinator/status/job_status.h"
@@ -234,27 +235,15 @@ class CoordinatorCore {
   std::map<int, TimePoint> awaiting_farewell_;
   std::map<AgentLink*, int> told_of_end_;
   void TellOfEnd(AgentLink* link, const JobOutcome& outcome);
-  // A registered agent's stream: its machine and when its heartbeats are
-  // acknowledged.
+  // A registered agent's stream: the machine (or spare) it stands for.
   struct Registered {
     int machine_rank = 0;
-    std::chrono::milliseconds ack_every{0};  // 0: every heartbeat
-    TimePoint last_ack;
-    // UDP heartbeats, if offered: 0 / empty otherwise.
-    uint64_t udp_session = 0;
-    std::unique_ptr<HeartbeatKey> udp_key;
-    uint64_t udp_counter = 0;        // the last accepted
-    const char* heartbeat_via = "";  // "udp" or "stream" once one came
   };
   std::map<AgentLink*, Registered> registered_;
-  // Registered streams by UDP session.
-  std::unordered_map<uint64_t, AgentLink*> by_udp_session_;
-  int udp_port_ = 0;  // 0: UDP heartbeats not offered
-  std::function<std::string(size_t)> random_bytes_;
+  // When registered streams' heartbeats are acknowledged, and their UDP
+  // sessions.
+  HeartbeatSessions heartbeats_;
   bool told_of_bad_datagram_ = false;
-  // Gives a newly registered stream a UDP session and key, in `reply`.
-  void OfferUdpSession(AgentLink* link, Registered& agent,
-                       trl::launch::v1::RegistrationReply* reply);
   // Ends a registered stream's entry (and its UDP session).
   std::map<AgentLink*, Registered>::iterator Unregister(
       std::map<AgentLink*, Registered>::iterator it);

@@ -56,16 +56,9 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
   const bool spare = *key < 0;
   reply.mutable_registration_reply()->set_spare(spare);
   reply.mutable_registration_reply()->set_machine_rank(spare ? -1 : *key);
-  // Acknowledge heartbeats every lease / 3: the agent's lease is kept with
-  // two acks to spare, at half the messages of one ack per heartbeat.
-  Registered& agent = registered_[link];
-  agent.machine_rank = *key;
-  agent.ack_every =
-      std::chrono::milliseconds(std::max(0, request.lease_ms()) / 3);
-  // A spare's heartbeats come on its stream (a datagram names a machine).
-  if (udp_port_ > 0 && !spare) {
-    OfferUdpSession(link, agent, reply.mutable_registration_reply());
-  }
+  registered_[link].machine_rank = *key;
+  heartbeats_.Open(link, *key, request.lease_ms(),
+                   reply.mutable_registration_reply());
   for (const auto& arg : options_.worker_argv) {
     reply.mutable_registration_reply()->add_argv(arg);
   }
@@ -127,10 +120,7 @@ void CoordinatorCore::ApplyHandovers(const std::vector<Handover>& handovers) {
   for (auto& [link, handover] : moves) {
     Registered& agent = registered_.at(link);
     agent.machine_rank = handover->to;
-    if (agent.udp_session != 0) {  // datagrams name the machine
-      by_udp_session_.erase(agent.udp_session);
-      agent.udp_session = 0;
-    }
+    heartbeats_.EndUdpSession(link);  // datagrams name the machine
     pb::CoordinatorMessage role;
     role.mutable_role_change()->set_spare(handover->to < 0);
     role.mutable_role_change()->set_machine_rank(std::max(-1, handover->to));
@@ -157,81 +147,35 @@ absl::Status CoordinatorCore::Uncordon(const std::string& hostname) {
   return status;
 }
 
-void CoordinatorCore::OfferUdpSession(AgentLink* link, Registered& agent,
-                                      pb::RegistrationReply* reply) {
-  // One draw: 8 bytes of session, then the key. Without randomness, or on
-  // a (2^-64) clash, no offer: heartbeats stay on the stream.
-  const std::string random = random_bytes_(8 + kHeartbeatKeySize);
-  if (random.size() != 8 + kHeartbeatKeySize) return;
-  uint64_t session = 0;
-  for (size_t i = 0; i < 8; ++i) {
-    session = (session << 8) | static_cast<unsigned char>(random[i]);
-  }
-  if (session == 0 || by_udp_session_.count(session)) return;
-  const std::string key = random.substr(8);
-  agent.udp_session = session;
-  agent.udp_key = std::make_unique<HeartbeatKey>(key);
-  by_udp_session_[session] = link;
-  reply->set_heartbeat_udp_port(udp_port_);
-  reply->set_heartbeat_session(session);
-  reply->set_heartbeat_key(key);
-}
-
 std::map<AgentLink*, CoordinatorCore::Registered>::iterator
 CoordinatorCore::Unregister(std::map<AgentLink*, Registered>::iterator it) {
-  if (it->second.udp_session != 0)
-    by_udp_session_.erase(it->second.udp_session);
+  heartbeats_.Close(it->first);
   return registered_.erase(it);
 }
 
 void CoordinatorCore::OfferUdpHeartbeats(
     int port, std::function<std::string(size_t)> random_bytes) {
-  udp_port_ = port;
-  random_bytes_ = std::move(random_bytes);
+  heartbeats_.OfferUdp(port, std::move(random_bytes));
 }
 
 std::vector<CoordinatorCore::DatagramReply>
 CoordinatorCore::OnHeartbeatDatagrams(
     const std::vector<std::string_view>& datagrams) {
+  HeartbeatSessions::Checked checked = heartbeats_.CheckDatagrams(datagrams);
+  // Logged once: a flood of bad datagrams must not flood the log.
+  if (checked.first_refusal != nullptr && !told_of_bad_datagram_) {
+    Log()->warn(
+        "dropped a heartbeat datagram ({}); later ones are "
+        "dropped without a word",
+        checked.first_refusal);
+    told_of_bad_datagram_ = true;
+  }
   std::vector<DatagramReply> replies;
+  replies.reserve(checked.accepted.size());
   const TimePoint now = clock_();
-  for (size_t i = 0; i < datagrams.size(); ++i) {
-    const auto beat = ParseHeartbeat(datagrams[i]);
-    const char* refused = nullptr;
-    auto link =
-        beat ? by_udp_session_.find(beat->session) : by_udp_session_.end();
-    Registered* agent =
-        link != by_udp_session_.end() ? &registered_.at(link->second) : nullptr;
-    if (!beat || beat->kind != HeartbeatKind::kHeartbeat) {
-      refused = "not a heartbeat";
-    } else if (agent == nullptr) {
-      refused = "no registered stream has its session";
-    } else if (beat->counter <= agent->udp_counter) {
-      // Before the MAC: a replayed datagram (captured on the network) is
-      // refused without one, and a low counter is refused either way.
-      refused = "replayed";
-    } else if (static_cast<int64_t>(beat->machine_rank) !=
-                   agent->machine_rank ||
-               !HeartbeatSignedWith(datagrams[i], *agent->udp_key)) {
-      refused = "bad signature";
-    }
-    if (refused != nullptr) {
-      // Logged once: a flood of bad datagrams must not flood the log.
-      if (!told_of_bad_datagram_) {
-        Log()->warn(
-            "dropped a heartbeat datagram ({}); later ones are "
-            "dropped without a word",
-            refused);
-        told_of_bad_datagram_ = true;
-      }
-      continue;
-    }
-    agent->udp_counter = beat->counter;
-    agent->heartbeat_via = "udp";
-    machine_.Heartbeat(agent->machine_rank, now);
-    HeartbeatDatagram ack = *beat;
-    ack.kind = HeartbeatKind::kAck;
-    replies.push_back({i, EncodeHeartbeat(ack, *agent->udp_key)});
+  for (auto& accepted : checked.accepted) {
+    machine_.Heartbeat(accepted.machine_rank, now);
+    replies.push_back({accepted.index, std::move(accepted.ack)});
   }
   return replies;
 }
