@@ -77,7 +77,7 @@ mutants=(
   "datagrams-behind-the-queue~cxx~coordinator/owner/coordinator.cc~s|             /\*ahead=\*/true);|             /*ahead=*/false);|~CoordinatorQueueTest.HeartbeatDatagramsGoAheadOfQueuedMessages~"
   "ahead-lane-once-per-batch~cxx~coordinator/owner/coordinator.cc~s/^      RunAhead();\$/      (void)0;/~CoordinatorQueueTest.HeartbeatDatagramsGoAheadOfQueuedMessages~"
   "owner-never-ticks~cxx~coordinator/owner/coordinator.cc~s/  if (clock_() >= next_tick_) {/  if (false) {/~CoordinatorFakeClockTest.ATestMovesTheClockAndTheOwnerTicks~"
-  "spare-stream-not-rekeyed~cxx~coordinator/owner/core_agents.cc~s/    agent.machine_rank = handover->to;/    (void)0;/~SparesTest.ASpareTakesTheRanksOfAMachineWhoseAgentWasKilled~"
+  "spare-stream-not-rekeyed~cxx~coordinator/owner/agent_table.cc~s/    registered_.at(stream) = handover->to;/    (void)0;/~SparesTest.ASpareTakesTheRanksOfAMachineWhoseAgentWasKilled~"
   "cordon-flapping-check~script~tests/multihost/cordon_flapping.sh~s/\[ \"\$bad_gens\" = \"0 1 \" \]/[ \"\$bad_gens\" = \"0 1 2 \" ]/~::FAIL: node02's workers ran in generations~"
   "elastic-check~script~tests/multihost/elastic_shrink_grow.sh~s/check_generation 1 4 2/check_generation 1 6 3/~::FAIL: generation 1 ranks were~"
   "ui-channel-keeper-removed~cxx~coordinator/cli/ui.cc~s/  const ChannelKeeper keeper(client->channel);//~UiTest.ACoordinatorThatIsGoneIs503UntilItComesBack~"

@@ -11,7 +11,6 @@
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/worker_environment.h"
-#include "coordinator/access/connection_limits.h"
 #include "coordinator/owner/agent_input.h"
 #include "coordinator/status/job_status.h"
 
@@ -164,13 +163,12 @@ void CoordinatorCore::PersistInBackground(JobRecord record) {
 
 void CoordinatorCore::OnMessage(AgentLink* link,
                                 const pb::AgentMessage& message) {
-  links_.insert(link);
+  agents_.Heard(link);
   if (message.has_registration()) {
     HandleRegistration(link, message.registration());
-    if (auto it = registered_.find(link); it != registered_.end() &&
-                                          it->second.machine_rank >= 0 &&
-                                          on_registered_) {
-      on_registered_(it->second.machine_rank, link);
+    if (const auto key = agents_.KeyOf(link);
+        key && *key >= 0 && on_registered_) {
+      on_registered_(*key, link);
     }
     return;
   }
@@ -182,10 +180,9 @@ void CoordinatorCore::OnMessage(AgentLink* link,
     }
     return;
   }
-  auto found = registered_.find(link);
-  if (found == registered_.end()) return;  // not registered: ignored
-  Registered& agent = found->second;
-  const int m = agent.machine_rank;
+  const std::optional<int> key = agents_.KeyOf(link);
+  if (!key) return;  // not registered: ignored
+  const int m = *key;
   const TimePoint now = clock_();
   machine_.Heartbeat(m, now);  // any message proves the agent alive
   switch (message.body_case()) {
@@ -229,7 +226,7 @@ void CoordinatorCore::OnMessage(AgentLink* link,
                         : std::string("?"),
                     Bounded(stopping.reason(), kReasonBytes));
         // It leaves at once: its stream ends, and the agent with it.
-        Unregister(found);
+        Unregister(link);
         link->Close();
         Execute(machine_.AgentDisconnected(m, now));
         return;
@@ -277,11 +274,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
         node != machine_.nodes().end()) {
       Note("lost", lost, node->second.lost_reason);
     }
-    for (auto it = registered_.begin(); it != registered_.end();) {
-      if (it->second.machine_rank != lost) {
-        ++it;
-        continue;
-      }
+    for (AgentLink* link : agents_.StreamsOf(lost)) {
       Log()->warn("machine {} is lost: {}", lost,
                   machine_.nodes().at(lost).lost_reason);
       // Fencing: if it still hears us, it stops whatever it runs. Its
@@ -291,9 +284,9 @@ void CoordinatorCore::Execute(const Decision& decision) {
       pb::CoordinatorMessage stop;
       stop.mutable_stop()->set_generation(machine_.generation());
       stop.mutable_stop()->set_reason("this machine was declared lost");
-      it->first->Send(stop);
-      fenced_.insert(it->first);
-      it = Unregister(it);
+      link->Send(stop);
+      agents_.Fence(link);
+      Unregister(link);
     }
   }
   for (const auto& [host, cordon] : machine_.cordoned()) {
@@ -306,14 +299,12 @@ void CoordinatorCore::Execute(const Decision& decision) {
   }
   ApplyHandovers(decision.handovers);
   for (int key : decision.drop_spares) {
-    for (auto it = registered_.begin(); it != registered_.end(); ++it) {
-      if (it->second.machine_rank != key) continue;
-      Log()->warn("dropped a spare that went silent (stream from {})",
-                  it->first->Peer());
-      it->first->Close();
-      Unregister(it);
-      break;
-    }
+    const std::vector<AgentLink*> streams = agents_.StreamsOf(key);
+    if (streams.empty()) continue;
+    Log()->warn("dropped a spare that went silent (stream from {})",
+                streams.front()->Peer());
+    streams.front()->Close();
+    Unregister(streams.front());
   }
   if (decision.stop_generation) {
     Log()->warn("stopping generation {}: {}", machine_.generation(),
@@ -324,7 +315,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
     stop.mutable_stop()->set_reason(*decision.stop_generation);
     stop.mutable_stop()->set_signal(stop_signal_.number);
     stop.mutable_stop()->set_workers_have_signal(stop_signal_.workers_have_it);
-    SendToRegistered(stop);
+    agents_.SendTo({}, stop);
   }
   if (decision.finished) {
     Note("finished", -1,
@@ -334,16 +325,14 @@ void CoordinatorCore::Execute(const Decision& decision) {
     // A registered agent's stream stays open until it says it heard: one
     // cut just now is awaited (WaitForFarewells) and told again when its
     // agent registers again, so that it leaves with the job's code.
-    for (AgentLink* link : links_) {
+    for (AgentLink* link : agents_.open()) {
       TellOfEnd(link, *decision.finished);
-      if (auto it = registered_.find(link); it != registered_.end()) {
-        told_of_end_[link] = it->second.machine_rank;
+      if (const auto key = agents_.KeyOf(link)) {
+        told_of_end_[link] = *key;
         // A spare held nothing: its stream ends when it says it heard, and
         // nobody waits for a spare cut off now.
-        if (it->second.machine_rank >= 0) {
-          awaiting_farewell_[it->second.machine_rank] = TimePoint::max();
-        }
-        Unregister(it);  // nothing more is sent on it (no heartbeat acks)
+        if (*key >= 0) awaiting_farewell_[*key] = TimePoint::max();
+        Unregister(link);  // nothing more is sent on it (no heartbeat acks)
       } else {
         link->Close();
       }
@@ -353,16 +342,15 @@ void CoordinatorCore::Execute(const Decision& decision) {
       awaiting_farewell_.emplace(
           m, now + node.info.lease + std::chrono::seconds(2));
     }
-    fenced_.clear();
+    agents_.ForgetFenced();
     if (!options_.state_file.empty()) {
       // After every write asked for before: in order, on the same thread.
       OffloadWork([path = options_.state_file] { RemoveJobRecord(path); },
                   [] {});
     }
   }
-  if (!fenced_.empty() && machine_.phase() != JobPhase::kStopping) {
-    for (AgentLink* link : fenced_) link->Close();
-    fenced_.clear();
+  if (agents_.AnyFenced() && machine_.phase() != JobPhase::kStopping) {
+    agents_.CloseFenced();
   }
   if (!decision.finished && !IsFinished(machine_.phase()) &&
       !options_.state_file.empty() &&
@@ -390,34 +378,26 @@ void CoordinatorCore::Tick() {
   events_.Flush();
 }
 
-void CoordinatorCore::SendToRegistered(const pb::CoordinatorMessage& message) {
-  for (const auto& [link, agent] : registered_) link->Send(message);
-}
-
 int CoordinatorCore::MachineOf(const AgentLink* link) const {
-  const auto found = registered_.find(const_cast<AgentLink*>(link));
-  return found == registered_.end() ? -1 : found->second.machine_rank;
+  return agents_.KeyOf(link).value_or(-1);
 }
 
 int CoordinatorCore::SendToMachines(const std::set<int>& machines,
                                     const pb::CoordinatorMessage& message) {
-  int sent = 0;
-  for (const auto& [link, agent] : registered_) {
-    if (!machines.empty() && machines.count(agent.machine_rank) == 0) continue;
-    link->Send(message);
-    ++sent;
-  }
-  return sent;
+  return agents_.SendTo(machines, message);
+}
+
+void CoordinatorCore::Unregister(AgentLink* link) {
+  agents_.Unregister(link);
+  heartbeats_.Close(link);
 }
 
 void CoordinatorCore::OnDisconnected(AgentLink* link) {
-  links_.erase(link);
-  fenced_.erase(link);
+  agents_.Ended(link);
   told_of_end_.erase(link);  // its machine is still awaited
-  auto found = registered_.find(link);
-  if (found != registered_.end()) {
-    const int m = found->second.machine_rank;
-    Unregister(found);
+  if (const auto key = agents_.KeyOf(link)) {
+    const int m = *key;
+    Unregister(link);
     if (!IsFinished(machine_.phase())) {
       if (m < 0) {
         Log()->info("a spare disconnected ({})", link->Peer());
@@ -439,11 +419,7 @@ void CoordinatorCore::RequestStop(const std::string& reason, int exit_code,
 }
 
 std::set<std::string> CoordinatorCore::AgentPeers() const {
-  std::set<std::string> peers;
-  for (const auto& [link, agent] : registered_) {
-    peers.insert(PeerFromGrpc(link->Peer()));
-  }
-  return peers;
+  return agents_.Peers();
 }
 
 pb::JobStatus CoordinatorCore::Status() const {
@@ -462,8 +438,8 @@ JobStatusCopy CoordinatorCore::CopyStatus(
   auto heartbeat_via = [&](int machine_rank) -> const char* {
     if (!via) {
       via.emplace();
-      for (const auto& [link, agent] : registered_) {
-        (*via)[agent.machine_rank] = heartbeats_.Via(link);
+      for (const auto& [link, key] : agents_.registered()) {
+        (*via)[key] = heartbeats_.Via(link);
       }
     }
     const auto found = via->find(machine_rank);
@@ -496,7 +472,7 @@ bool CoordinatorCore::FarewellsHeard() {
   for (auto it = awaiting_farewell_.begin(); it != awaiting_farewell_.end();) {
     it = it->second < now ? awaiting_farewell_.erase(it) : std::next(it);
   }
-  return links_.empty() && awaiting_farewell_.empty();
+  return agents_.open().empty() && awaiting_farewell_.empty();
 }
 
 }  // namespace trl

@@ -29,6 +29,7 @@
 #include "common/stop_signals.h"
 #include "coordinator/job/state_machine.h"
 #include "coordinator/owner/agent_link.h"
+#include "coordinator/owner/agent_table.h"
 #include "coordinator/owner/heartbeat_sessions.h"
 #include "coordinator/record/events.h"
 #include "coordinator/record/state_file.h"
@@ -188,7 +189,6 @@ class CoordinatorCore {
   // Re-keys the streams of agents that stand for another machine or spare
   // now, and tells them.
   void ApplyHandovers(const std::vector<Handover>& handovers);
-  void SendToRegistered(const trl::launch::v1::CoordinatorMessage& message);
   void RememberStopSignal(const StopSignal& signal);
 
   const CoordinatorOptions options_;
@@ -225,9 +225,8 @@ class CoordinatorCore {
   // Writes `record` off the owner's thread (in order with every other
   // write), noting on success what it kept.
   void PersistInBackground(JobRecord record);
-  std::set<AgentLink*> links_;
-  // Streams of machines declared lost, open until their generation stopped.
-  std::set<AgentLink*> fenced_;
+  // Which stream stands for which machine or spare.
+  AgentTable agents_;
   // Once the job has ended: machines not yet known to have heard it, each
   // until when it is awaited (a machine told on its stream: as long as the
   // caller waits; one cut off before the end: its lease and 2 s, time to
@@ -235,18 +234,12 @@ class CoordinatorCore {
   std::map<int, TimePoint> awaiting_farewell_;
   std::map<AgentLink*, int> told_of_end_;
   void TellOfEnd(AgentLink* link, const JobOutcome& outcome);
-  // A registered agent's stream: the machine (or spare) it stands for.
-  struct Registered {
-    int machine_rank = 0;
-  };
-  std::map<AgentLink*, Registered> registered_;
   // When registered streams' heartbeats are acknowledged, and their UDP
   // sessions.
   HeartbeatSessions heartbeats_;
   bool told_of_bad_datagram_ = false;
-  // Ends a registered stream's entry (and its UDP session).
-  std::map<AgentLink*, Registered>::iterator Unregister(
-      std::map<AgentLink*, Registered>::iterator it);
+  // Ends a registered stream's entry (and its heartbeats' session).
+  void Unregister(AgentLink* link);
   std::function<DefenceCounts()> defence_counts_;
   std::function<void(int, AgentLink*)> on_registered_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first

@@ -22,7 +22,7 @@ std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("coord"); }
 
 void CoordinatorCore::HandleRegistration(AgentLink* link,
                                          const pb::AgentRegistration& request) {
-  if (registered_.count(link)) return;  // registers once per stream
+  if (agents_.KeyOf(link)) return;  // registers once per stream
   const AgentInfo info = AgentInfoFromRegistration(request);
   if (const auto& outcome = machine_.outcome(); outcome) {
     // The job ended while this agent was away (frozen, cut off, or its
@@ -56,7 +56,7 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
   const bool spare = *key < 0;
   reply.mutable_registration_reply()->set_spare(spare);
   reply.mutable_registration_reply()->set_machine_rank(spare ? -1 : *key);
-  registered_[link].machine_rank = *key;
+  agents_.Register(link, *key);
   heartbeats_.Open(link, *key, request.lease_ms(),
                    reply.mutable_registration_reply());
   for (const auto& arg : options_.worker_argv) {
@@ -106,20 +106,7 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
 
 void CoordinatorCore::ApplyHandovers(const std::vector<Handover>& handovers) {
   if (handovers.empty()) return;
-  // Every stream is found by its key before any is changed: a swap moves
-  // a spare to a machine and the machine's agent to a new spare key.
-  std::vector<std::pair<AgentLink*, const Handover*>> moves;
-  for (const Handover& handover : handovers) {
-    for (auto& [link, agent] : registered_) {
-      if (agent.machine_rank == handover.from) {
-        moves.emplace_back(link, &handover);
-        break;
-      }
-    }
-  }
-  for (auto& [link, handover] : moves) {
-    Registered& agent = registered_.at(link);
-    agent.machine_rank = handover->to;
+  for (const auto& [link, handover] : agents_.Rekey(handovers)) {
     heartbeats_.EndUdpSession(link);  // datagrams name the machine
     pb::CoordinatorMessage role;
     role.mutable_role_change()->set_spare(handover->to < 0);
@@ -145,12 +132,6 @@ absl::Status CoordinatorCore::Uncordon(const std::string& hostname) {
     Execute(machine_.Tick(clock_()));
   }
   return status;
-}
-
-std::map<AgentLink*, CoordinatorCore::Registered>::iterator
-CoordinatorCore::Unregister(std::map<AgentLink*, Registered>::iterator it) {
-  heartbeats_.Close(it->first);
-  return registered_.erase(it);
 }
 
 void CoordinatorCore::OfferUdpHeartbeats(

@@ -130,8 +130,8 @@ void CoordinatorCore::StartPreparedGeneration(
   assignment->set_argv_runs_python(options_.worker_argv_runs_python);
   assignment->mutable_job_environment()->insert(job_env.begin(), job_env.end());
   std::map<int, std::vector<AgentLink*>> links_of_machine;
-  for (const auto& [link, agent] : registered_) {
-    links_of_machine[agent.machine_rank].push_back(link);
+  for (const auto& [link, key] : agents_.registered()) {
+    links_of_machine[key].push_back(link);
   }
   for (const auto& node : start.nodes) {
     assignment->set_machine_rank(node.machine_rank);
