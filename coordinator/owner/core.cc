@@ -173,11 +173,7 @@ void CoordinatorCore::OnMessage(AgentLink* link,
     return;
   }
   if (message.has_job_end_heard()) {
-    if (auto told = told_of_end_.find(link); told != told_of_end_.end()) {
-      awaiting_farewell_.erase(told->second);
-      told_of_end_.erase(told);
-      link->Close();
-    }
+    if (farewells_.Heard(link)) link->Close();
     return;
   }
   const std::optional<int> key = agents_.KeyOf(link);
@@ -328,10 +324,9 @@ void CoordinatorCore::Execute(const Decision& decision) {
     for (AgentLink* link : agents_.open()) {
       TellOfEnd(link, *decision.finished);
       if (const auto key = agents_.KeyOf(link)) {
-        told_of_end_[link] = *key;
         // A spare held nothing: its stream ends when it says it heard, and
         // nobody waits for a spare cut off now.
-        if (*key >= 0) awaiting_farewell_[*key] = TimePoint::max();
+        farewells_.ToldAtTheEnd(link, *key);
         Unregister(link);  // nothing more is sent on it (no heartbeat acks)
       } else {
         link->Close();
@@ -339,8 +334,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
     }
     const TimePoint now = clock_();
     for (const auto& [m, node] : machine_.nodes()) {
-      awaiting_farewell_.emplace(
-          m, now + node.info.lease + std::chrono::seconds(2));
+      farewells_.AwaitUntil(m, now + node.info.lease + std::chrono::seconds(2));
     }
     agents_.ForgetFenced();
     if (!options_.state_file.empty()) {
@@ -394,7 +388,7 @@ void CoordinatorCore::Unregister(AgentLink* link) {
 
 void CoordinatorCore::OnDisconnected(AgentLink* link) {
   agents_.Ended(link);
-  told_of_end_.erase(link);  // its machine is still awaited
+  farewells_.StreamEnded(link);  // its machine is still awaited
   if (const auto key = agents_.KeyOf(link)) {
     const int m = *key;
     Unregister(link);
@@ -468,11 +462,8 @@ void CoordinatorCore::TellOfEnd(AgentLink* link, const JobOutcome& outcome) {
 }
 
 bool CoordinatorCore::FarewellsHeard() {
-  const TimePoint now = clock_();
-  for (auto it = awaiting_farewell_.begin(); it != awaiting_farewell_.end();) {
-    it = it->second < now ? awaiting_farewell_.erase(it) : std::next(it);
-  }
-  return agents_.open().empty() && awaiting_farewell_.empty();
+  const bool heard = farewells_.AllHeard(clock_());
+  return agents_.open().empty() && heard;
 }
 
 }  // namespace trl

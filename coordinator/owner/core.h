@@ -30,6 +30,7 @@
 #include "coordinator/job/state_machine.h"
 #include "coordinator/owner/agent_link.h"
 #include "coordinator/owner/agent_table.h"
+#include "coordinator/owner/farewells.h"
 #include "coordinator/owner/heartbeat_sessions.h"
 #include "coordinator/record/events.h"
 #include "coordinator/record/state_file.h"
@@ -227,12 +228,8 @@ class CoordinatorCore {
   void PersistInBackground(JobRecord record);
   // Which stream stands for which machine or spare.
   AgentTable agents_;
-  // Once the job has ended: machines not yet known to have heard it, each
-  // until when it is awaited (a machine told on its stream: as long as the
-  // caller waits; one cut off before the end: its lease and 2 s, time to
-  // notice and register again), and the streams that told them.
-  std::map<int, TimePoint> awaiting_farewell_;
-  std::map<AgentLink*, int> told_of_end_;
+  // Once the job has ended: who is still to say they heard it.
+  Farewells farewells_;
   void TellOfEnd(AgentLink* link, const JobOutcome& outcome);
   // When registered streams' heartbeats are acknowledged, and their UDP
   // sessions.

@@ -29,11 +29,7 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
     // coordinator frozen): it learns how, and leaves with the job's code,
     // instead of being refused as a stranger (nemesis, seed 1).
     TellOfEnd(link, *outcome);
-    if (awaiting_farewell_.count(info.machine_rank)) {
-      told_of_end_[link] = info.machine_rank;
-    } else {
-      link->Close();
-    }
+    if (!farewells_.ToldOnReturn(link, info.machine_rank)) link->Close();
     return;
   }
   const bool rejoin = machine_.nodes().count(info.machine_rank) > 0;
