@@ -1,7 +1,8 @@
-// The coordinator core's table of agents (owner/core.h): who
-// registers under which key (a machine, a spare), the streams re-keyed when
-// a spare takes a machine's place or a cordoned machine's agent becomes a
-// spare, and the heartbeat datagrams' sessions.
+// The coordinator core's side of agents (owner/core.h): a registration
+// admitted or refused (its stream entered in the AgentTable, its heartbeats
+// in the HeartbeatSessions), the streams re-keyed when a spare takes a
+// machine's place or a cordoned machine's agent becomes a spare, a host
+// uncordoned, and heartbeat datagrams handed to the state machine.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
