@@ -214,8 +214,16 @@ SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
   }
   heartbeat_wakeup_.notify_all();
   heartbeat.join();
-  logs_stop_ = true;
+  {
+    // The forwarder waits for a credit or for lines: woken now, it sees
+    // the stop at once rather than after its wait.
+    std::lock_guard<std::mutex> lock(logs_mutex_);
+    logs_stop_ = true;
+  }
+  log_credit_.notify_all();
+  console_->logs().StopTakers();
   logs.join();
+  console_->logs().ResumeTakers();
   {
     std::lock_guard<std::mutex> lock(logs_mutex_);
     console_->logs().UnsubscribeAll(log_subscriptions_);
@@ -352,8 +360,10 @@ void AgentSession::ForwardLogs() {
       // queues (log_ring.h) rather than blocking in Write with the lock
       // that heartbeats take.
       std::unique_lock<std::mutex> lock(logs_mutex_);
-      if (!log_credit_.wait_for(lock, std::chrono::milliseconds(100),
-                                [this] { return log_credits_ > 0; })) {
+      if (!log_credit_.wait_for(lock, std::chrono::milliseconds(100), [this] {
+            return log_credits_ > 0 || logs_stop_;
+          }) ||
+          logs_stop_) {
         continue;
       }
     }

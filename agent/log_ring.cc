@@ -111,6 +111,17 @@ bool LogRing::HasWork(const Subscription& subscription) {
          !subscription.queue.empty();
 }
 
+void LogRing::StopTakers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  takers_stopped_ = true;
+  work_.notify_all();
+}
+
+void LogRing::ResumeTakers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  takers_stopped_ = false;
+}
+
 bool LogRing::TakeBatch(pb::LogBatch* batch, size_t max_bytes,
                         std::chrono::milliseconds wait) {
   batch->Clear();
@@ -121,7 +132,8 @@ bool LogRing::TakeBatch(pb::LogBatch* batch, size_t max_bytes,
     }
     return false;
   };
-  if (!work_.wait_for(lock, wait, has_work)) return false;
+  auto woken = [&] { return takers_stopped_ || has_work(); };
+  if (!work_.wait_for(lock, wait, woken) || takers_stopped_) return false;
   // The subscription with the oldest waiting line goes first: no
   // subscription starves another.
   auto chosen = subscriptions_.end();

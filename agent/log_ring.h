@@ -57,6 +57,11 @@ class LogRing {
   // subscription without follow ends with it.
   bool TakeBatch(trl::launch::v1::LogBatch* batch, size_t max_bytes,
                  std::chrono::milliseconds wait);
+  // Ends every TakeBatch waiting now, and makes each later one return at
+  // once (false), until Resume: a session that ends does not wait out
+  // its forwarder's wait.
+  void StopTakers();
+  void ResumeTakers();
 
   // Lines held now (rings and queues), for tests.
   size_t HeldBytes() const;
@@ -87,6 +92,7 @@ class LogRing {
   const Limits limits_;
   mutable std::mutex mutex_;
   std::condition_variable work_;
+  bool takers_stopped_ = false;
   uint64_t next_seq_ = 0;
   std::map<int, Ring> rings_;
   std::map<uint64_t, Subscription> subscriptions_;

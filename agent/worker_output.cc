@@ -45,16 +45,10 @@ WorkerOutput::~WorkerOutput() {
 void WorkerOutput::Finish(int timeout_ms) {
   if (!thread_.joinable()) return;
   if (timeout_ms > 0) {
-    // Give the pump time to reach EOF on its own.
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(timeout_ms);
-    while (std::chrono::steady_clock::now() < deadline) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (fds_[0] < 0 && fds_[1] < 0) break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    // Give the pump time to reach EOF on its own: it says when it has.
+    std::unique_lock<std::mutex> lock(mutex_);
+    drained_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [this] { return fds_[0] < 0 && fds_[1] < 0; });
   }
   if (wake_[1] >= 0) {
     char byte = 1;
@@ -162,6 +156,7 @@ void WorkerOutput::Pump() {
         std::lock_guard<std::mutex> lock(mutex_);
         close(fds_[i]);
         fds_[i] = -1;
+        drained_.notify_all();
       }
     }
   }
@@ -170,6 +165,7 @@ void WorkerOutput::Pump() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (fds_[i] >= 0) close(fds_[i]);
     fds_[i] = -1;
+    drained_.notify_all();
   }
 }
 

@@ -10,6 +10,7 @@
 #ifndef TRL_AGENT_WORKER_OUTPUT_H_
 #define TRL_AGENT_WORKER_OUTPUT_H_
 
+#include <condition_variable>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -67,6 +68,7 @@ class WorkerOutput {
   std::ofstream log_;
   bool log_failed_ = false;  // reported once; only the pump thread writes
   mutable std::mutex mutex_;
+  std::condition_variable drained_;  // both fds closed (Finish waits)
   std::deque<std::string> last_lines_;
   std::thread thread_;
 };

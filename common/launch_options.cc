@@ -331,7 +331,8 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "call")
       ->check(CLI::Range(0.1, 86400.0));
   app.add_option(FlagNames("restart_backoff"), o.restart_backoff_s,
-                 "Seconds before the first restart; doubles with each");
+                 "Seconds before the second restart (the first is at "
+                 "once); doubles with each after it");
   app.add_option(FlagNames("restart_backoff_max"), o.restart_backoff_max_s,
                  "Cap of the restart backoff, in seconds");
   app.add_option(FlagNames("no_restart_exit_codes"), o.no_restart_exit_codes,

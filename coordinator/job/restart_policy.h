@@ -16,8 +16,10 @@ struct RestartPolicy {
   std::chrono::milliseconds max_backoff{30000};
   std::set<int> no_restart_exit_codes;
 
-  // The wait before restart number `restart` (1 for the first):
-  // initial_backoff * 2^(restart-1), at most max_backoff.
+  // The wait before restart number `restart` (1 for the first): none
+  // before the first (a job that failed once is not a crash loop, and a
+  // whole-job restart should cost what a start costs), then
+  // initial_backoff * 2^(restart-2), at most max_backoff.
   std::chrono::milliseconds BackoffBefore(int restart) const;
 };
 

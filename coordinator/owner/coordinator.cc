@@ -41,12 +41,12 @@ Coordinator::~Coordinator() {
   // work whose end comes back as an event: the owner must still run.
   const auto give_up =
       std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  while (Ask([this] { return core_.WorkOutstanding(); }) &&
-         std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
   {
     MutexLock lock(&mutex_);
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+      return !work_outstanding_ || owner_ended_;
+    };
+    ending_progress_.WaitUntil(&mutex_, give_up, idle);
     ending_ = true;
   }
   owner_wakeup_.NotifyAll();
@@ -165,7 +165,15 @@ void Coordinator::RunAhead() {
 
 void Coordinator::PublishOutcome() {
   const std::optional<JobOutcome>& outcome = core_.outcome();
+  const bool outstanding = core_.WorkOutstanding();
+  // Only once the job has ended: before, nobody waits for it.
+  const bool heard = outcome.has_value() && core_.FarewellsHeard();
   MutexLock lock(&mutex_);
+  if (outstanding != work_outstanding_ || heard != farewells_heard_) {
+    work_outstanding_ = outstanding;
+    farewells_heard_ = heard;
+    ending_progress_.NotifyAll();
+  }
   if (outcome.has_value() == outcome_.has_value()) return;
   outcome_ = outcome;
   outcome_published_.NotifyAll();
@@ -363,9 +371,19 @@ bool Coordinator::WaitForFarewells(TimePoint deadline) const {
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
-    // In slices: machines stop being awaited as the clock passes.
-    std::this_thread::sleep_for(std::min<TimePoint::duration>(
-        deadline - now, std::chrono::milliseconds(50)));
+    // Woken when the owner hears the last farewell (or the last stream
+    // ends). Without one, asked again within 50 ms: a machine cut off
+    // stops being awaited as the clock passes, which no event says.
+    MutexLock lock(&mutex_);
+    auto heard = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+      return farewells_heard_;
+    };
+    if (ending_progress_.WaitUntil(
+            &mutex_,
+            std::min<TimePoint>(deadline, now + std::chrono::milliseconds(50)),
+            heard)) {
+      return true;
+    }
   }
 }
 

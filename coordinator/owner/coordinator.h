@@ -174,7 +174,9 @@ class Coordinator {
   // one is (sooner if the core has a deadline before it). Owner only.
   void TickIfDue();
   TimePoint next_tick_;  // on clock_; owner only
-  // What the owner publishes after each event (for WaitForOutcome).
+  // What the owner publishes after each batch of events: the outcome (for
+  // WaitForOutcome), whether slow work is outstanding (the destructor) and
+  // whether every farewell is heard (WaitForFarewells).
   void PublishOutcome() ABSL_LOCKS_EXCLUDED(mutex_);
 
   const std::string job_id_;
@@ -191,6 +193,9 @@ class Coordinator {
   // not be woken by every event).
   mutable MonotonicCondVar owner_wakeup_;
   mutable MonotonicCondVar outcome_published_;
+  // Notified when work_outstanding_ or farewells_heard_ changes: the end
+  // of a job waits for events, not in slices of sleep.
+  mutable MonotonicCondVar ending_progress_;
   mutable std::deque<Event> events_ ABSL_GUARDED_BY(mutex_);
   // The lane ahead of events_, for heartbeat datagrams only: the owner
   // looks at it before each event, so a batch waits for one event, not
@@ -210,6 +215,8 @@ class Coordinator {
   bool ending_ ABSL_GUARDED_BY(mutex_) = false;
   bool owner_ended_ ABSL_GUARDED_BY(mutex_) = false;
   std::optional<JobOutcome> outcome_ ABSL_GUARDED_BY(mutex_);
+  bool work_outstanding_ ABSL_GUARDED_BY(mutex_) = false;
+  bool farewells_heard_ ABSL_GUARDED_BY(mutex_) = false;
 
   // Touched only by the owner thread (and by the constructor before it
   // starts); mutable, since the const queries run there too.

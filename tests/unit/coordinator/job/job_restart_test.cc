@@ -123,18 +123,19 @@ class JobRestartTest : public testing::Test {
   }
 };
 
-TEST(RestartPolicyTest, BackoffDoublesUpToTheCap) {
+TEST(RestartPolicyTest, TheFirstRestartIsAtOnceThenBackoffDoublesToTheCap) {
   RestartPolicy policy;
   policy.initial_backoff = milliseconds(100);
   policy.max_backoff = milliseconds(700);
-  EXPECT_EQ(policy.BackoffBefore(1), milliseconds(100));
-  EXPECT_EQ(policy.BackoffBefore(2), milliseconds(200));
-  EXPECT_EQ(policy.BackoffBefore(3), milliseconds(400));
-  EXPECT_EQ(policy.BackoffBefore(4), milliseconds(700));
+  EXPECT_EQ(policy.BackoffBefore(1), milliseconds(0));
+  EXPECT_EQ(policy.BackoffBefore(2), milliseconds(100));
+  EXPECT_EQ(policy.BackoffBefore(3), milliseconds(200));
+  EXPECT_EQ(policy.BackoffBefore(4), milliseconds(400));
+  EXPECT_EQ(policy.BackoffBefore(5), milliseconds(700));
   EXPECT_EQ(policy.BackoffBefore(40), milliseconds(700));
 }
 
-TEST_F(JobRestartTest, FailedWorkerRestartsTheWholeJobAfterBackoff) {
+TEST_F(JobRestartTest, FailedWorkerRestartsTheWholeJobAtOnce) {
   JobStateMachine job = Registered(3);
   const GenerationStart first = Start(job);
   Decision decision = job.WorkerExited(1, first.generation, 0, Code(1), now_);
@@ -144,9 +145,8 @@ TEST_F(JobRestartTest, FailedWorkerRestartsTheWholeJobAfterBackoff) {
   EXPECT_EQ(job.phase(), JobPhase::kRestarting);
   EXPECT_EQ(job.restarts_used(), 1);
 
-  // Not before the backoff has passed.
-  EXPECT_FALSE(job.Tick(now_ + milliseconds(99)).start_generation);
-  now_ += milliseconds(100);
+  // The first restart waits for no backoff: one failure is no crash loop.
+  EXPECT_EQ(job.next_start_not_before(), now_);
   const GenerationStart second = Start(job);
   EXPECT_EQ(second.generation, first.generation + 1);
   EXPECT_EQ(second.world_size, 4);
@@ -167,15 +167,22 @@ TEST_F(JobRestartTest, FailedWorkerRestartsTheWholeJobAfterBackoff) {
   EXPECT_EQ(job.failures().size(), 1u);
 }
 
-TEST_F(JobRestartTest, SecondRestartWaitsTwiceAsLong) {
+TEST_F(JobRestartTest, LaterRestartsBackOffDoubling) {
   JobStateMachine job = Registered(3);
   for (int attempt = 0; attempt < 2; ++attempt) {
     const GenerationStart start = Start(job);
     job.WorkerExited(0, start.generation, 0, Code(1), now_);
     StopOthers(job, start.generation, 0, 0);
-    if (attempt == 0) now_ += milliseconds(100);
   }
+  // The second restart: the first backoff.
   EXPECT_EQ(job.restarts_used(), 2);
+  EXPECT_FALSE(job.Tick(now_ + milliseconds(99)).start_generation);
+  now_ += milliseconds(100);
+  const GenerationStart third = Start(job);
+  job.WorkerExited(0, third.generation, 0, Code(1), now_);
+  StopOthers(job, third.generation, 0, 0);
+  // The third: twice as long.
+  EXPECT_EQ(job.restarts_used(), 3);
   EXPECT_FALSE(job.Tick(now_ + milliseconds(199)).start_generation);
   EXPECT_TRUE(job.Tick(now_ + milliseconds(200)).start_generation);
 }

@@ -30,10 +30,13 @@ FailureRecord WorkerFailed(int exit_code, bool out_of_resources = false) {
 }
 
 TEST(RestartBudgetTest, RestartsUntilTheBudgetIsSpentWithGrowingBackoff) {
-  RestartBudget budget(Policy(2));
+  RestartBudget budget(Policy(3));
   EXPECT_FALSE(budget.Judge(WorkerFailed(1), 1));
   budget.Restart(kStart);
   EXPECT_EQ(budget.used(), 1);
+  EXPECT_EQ(budget.not_before(), kStart);  // the first: at once
+  EXPECT_FALSE(budget.Judge(WorkerFailed(1), 1));
+  budget.Restart(kStart);
   EXPECT_EQ(budget.not_before(), kStart + milliseconds(100));
   EXPECT_FALSE(budget.Judge(WorkerFailed(1), 1));
   budget.Restart(kStart);
@@ -41,7 +44,7 @@ TEST(RestartBudgetTest, RestartsUntilTheBudgetIsSpentWithGrowingBackoff) {
   const std::optional<JobOutcome> end = budget.Judge(WorkerFailed(1), 1);
   ASSERT_TRUE(end);
   EXPECT_EQ(end->phase, JobPhase::kFailed);
-  EXPECT_EQ(end->summary, "rank 0 failed (all 2 restarts used)");
+  EXPECT_EQ(end->summary, "rank 0 failed (all 3 restarts used)");
 }
 
 TEST(RestartBudgetTest, AnExitCodeNotWorthARestartEndsTheJobAtOnce) {

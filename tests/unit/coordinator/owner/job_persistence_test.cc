@@ -30,7 +30,7 @@ class JobPersistenceTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     options_.state_file = dir_ + "/job.state";
     options_.identity = "identity";
-    options_.policy.restart.max_restarts = 1;
+    options_.policy.restart.max_restarts = 2;
     options_.policy.restart.initial_backoff = seconds(10);
     options_.policy.restart.max_backoff = seconds(30);
   }
@@ -99,13 +99,15 @@ TEST_F(JobPersistenceTest, BudgetBackoffAndHistoryOutliveACoordinator) {
     auto first = NewCoordinator();
     RegisterBoth(*first);
     ASSERT_EQ(links_[0].generations(), std::vector<int64_t>{0});
-    FailGeneration(*first, 0);  // a restart is counted; 10 s of backoff
-    EXPECT_EQ(first->Status().restarts_used(), 1);
+    FailGeneration(*first, 0);  // the first restart: at once
+    ASSERT_EQ(links_[0].generations(), (std::vector<int64_t>{0, 1}));
+    FailGeneration(*first, 1);  // the second: after 10 s of backoff
+    EXPECT_EQ(first->Status().restarts_used(), 2);
   }  // killed during the backoff
   auto record = LoadJobRecord(options_.state_file);
   ASSERT_TRUE(record.ok() && record->has_value()) << record.status();
-  EXPECT_EQ((*record)->restarts_used, 1);
-  ASSERT_EQ((*record)->failures.size(), 1u);
+  EXPECT_EQ((*record)->restarts_used, 2);
+  ASSERT_EQ((*record)->failures.size(), 2u);
   EXPECT_NE((*record)->failures[0].reason.find("exited with code 3"),
             std::string::npos)
       << (*record)->failures[0].reason;
@@ -114,18 +116,18 @@ TEST_F(JobPersistenceTest, BudgetBackoffAndHistoryOutliveACoordinator) {
   options_.resume = *record;
   auto second = NewCoordinator();
   RegisterBoth(*second);
-  EXPECT_EQ(links_[0].generations(), std::vector<int64_t>{0})
+  EXPECT_EQ(links_[0].generations(), (std::vector<int64_t>{0, 1}))
       << "the rest of the backoff was not kept";
-  EXPECT_EQ(second->Status().failures_size(), 1);
+  EXPECT_EQ(second->Status().failures_size(), 2);
   now_ += seconds(11);
   second->Tick();
-  ASSERT_EQ(links_[0].generations(), (std::vector<int64_t>{0, 1}));
-  // The budget (1) is spent: this failure ends the job.
-  FailGeneration(*second, 1);
+  ASSERT_EQ(links_[0].generations(), (std::vector<int64_t>{0, 1, 2}));
+  // The budget (2) is spent: this failure ends the job.
+  FailGeneration(*second, 2);
   const auto outcome = second->outcome();
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->exit_code, 3);
-  EXPECT_NE(outcome->summary.find("all 1 restarts used"), std::string::npos)
+  EXPECT_NE(outcome->summary.find("all 2 restarts used"), std::string::npos)
       << outcome->summary;
 }
 
