@@ -33,20 +33,15 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       wall_clock_(std::move(wall_clock)),
       machine_(JobSettingsOf(options_), clock_()),
       events_(JobEventLog::PathFor(options_.state_file),
-              options_.resume.has_value()) {
+              options_.resume.has_value()),
+      record_(options_.state_file, options_.job_id, options_.identity, clock_,
+              wall_clock_,
+              [this](std::function<void()> work, std::function<void()> done) {
+                OffloadWork(std::move(work), std::move(done));
+              }) {
   if (options_.resume) {
-    // The rest of the backoff, from wall-clock time to the steady clock;
-    // never more than the backoff's cap (a clock that jumped back).
-    const auto rest = std::clamp(
-        std::chrono::milliseconds(options_.resume->not_before_unix_ms -
-                                  wall_clock_()),
-        std::chrono::milliseconds(0), options_.policy.restart.max_backoff);
-    machine_.ResumeAfter(
-        options_.resume->generation, options_.resume->restarts_used,
-        options_.resume->failures, clock_() + rest, options_.resume->hosts);
-    machine_.RestoreCordons(options_.resume->cordoned);
-    persisted_restarts_ = options_.resume->restarts_used;
-    persisted_failures_ = options_.resume->failures.size();
+    record_.Resume(*options_.resume, options_.policy.restart.max_backoff,
+                   machine_);
     Note("resumed", -1,
          absl::StrCat("a restarted coordinator resumes the job after "
                       "generation ",
@@ -84,49 +79,6 @@ void CoordinatorCore::OffloadWork(std::function<void()> work,
     return;
   }
   offload_(std::move(work), std::move(finish));
-}
-
-JobRecord CoordinatorCore::RecordOf(int64_t generation) const {
-  JobRecord record;
-  record.job_id = options_.job_id;
-  record.generation = generation;
-  record.restarts_used = machine_.restarts_used();
-  record.identity = options_.identity;
-  const TimePoint now = clock_();
-  if (machine_.next_start_not_before() > now) {
-    record.not_before_unix_ms =
-        wall_clock_() + std::chrono::duration_cast<std::chrono::milliseconds>(
-                            machine_.next_start_not_before() - now)
-                            .count();
-  }
-  record.failures = machine_.failures();
-  for (const auto& [m, node] : machine_.nodes()) {
-    record.hosts[m] = node.info.host();
-  }
-  for (auto& failure : record.failures) failure.exit.last_lines.clear();
-  record.cordoned = machine_.cordoned();
-  return record;
-}
-
-void CoordinatorCore::PersistInBackground(JobRecord record) {
-  // Noted as asked for at once: Execute asks again only for a new change
-  // (or after a failure, below).
-  persisted_restarts_ = record.restarts_used;
-  persisted_failures_ = record.failures.size();
-  auto saved = std::make_shared<absl::Status>();
-  OffloadWork(
-      [saved, record = std::move(record), path = options_.state_file] {
-        *saved = SaveJobRecord(path, record);
-      },
-      [this, saved] {
-        if (saved->ok()) return;
-        // A counted restart, its backoff and the failure history outlive
-        // this process; the next change, or the next generation's start,
-        // tries again (and that does not start without).
-        Log()->warn("the job's state is not kept: {}",
-                    std::string(saved->message()));
-        persisted_restarts_ = -1;
-      });
 }
 
 void CoordinatorCore::OnMessage(AgentLink* link,
@@ -305,21 +257,12 @@ void CoordinatorCore::Execute(const Decision& decision) {
       farewells_.AwaitUntil(m, now + node.info.lease + std::chrono::seconds(2));
     }
     agents_.ForgetFenced();
-    if (!options_.state_file.empty()) {
-      // After every write asked for before: in order, on the same thread.
-      OffloadWork([path = options_.state_file] { RemoveJobRecord(path); },
-                  [] {});
-    }
+    record_.Remove();
   }
   if (agents_.AnyFenced() && machine_.phase() != JobPhase::kStopping) {
     agents_.CloseFenced();
   }
-  if (!decision.finished && !IsFinished(machine_.phase()) &&
-      !options_.state_file.empty() &&
-      (machine_.restarts_used() != persisted_restarts_ ||
-       machine_.failures().size() != persisted_failures_)) {
-    PersistInBackground(RecordOf(machine_.generation()));
-  }
+  if (!decision.finished) record_.KeepIfChanged(machine_);
   if (decision.start_generation && !decision.finished) StartGeneration();
 }
 

@@ -33,6 +33,7 @@
 #include "coordinator/owner/coordinator_options.h"
 #include "coordinator/owner/farewells.h"
 #include "coordinator/owner/heartbeat_sessions.h"
+#include "coordinator/owner/job_record_keeper.h"
 #include "coordinator/record/events.h"
 #include "coordinator/record/state_file.h"
 #include "coordinator/status/job_status.h"
@@ -182,11 +183,6 @@ class CoordinatorCore {
   void StartPreparedGeneration(const PreparedGeneration& prepared);
   // Whether every machine's agent is where `hosts` says.
   bool SameHosts(const std::map<int, HostIdentity>& hosts) const;
-  // The job's record (state_file) saying `generation` may have run.
-  JobRecord RecordOf(int64_t generation) const;
-  // Writes `record` off the owner's thread (in order with every other
-  // write), noting on success what it kept.
-  void PersistInBackground(JobRecord record);
   // Which stream stands for which machine or spare.
   AgentTable agents_;
   // Once the job has ended: who is still to say they heard it.
@@ -208,9 +204,9 @@ class CoordinatorCore {
   void Note(const char* kind, int machine_rank, std::string text);
   // The coordinator's own stalls (JobStateMachine::own_stalls) logged.
   std::chrono::steady_clock::duration stalls_logged_{};
-  // What the state file says now, to write it again only on a change.
-  int persisted_restarts_ = 0;
-  size_t persisted_failures_ = 0;
+  // The job's record for a restarted coordinator; its writes go through
+  // OffloadWork.
+  JobRecordKeeper record_;
 };
 
 }  // namespace trl

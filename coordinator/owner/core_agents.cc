@@ -123,9 +123,7 @@ absl::Status CoordinatorCore::Uncordon(const std::string& hostname) {
     Log()->info("host {} is uncordoned: it may be given ranks again", hostname);
     cordons_logged_.erase(hostname);
     Note("uncordoned", -1, absl::StrCat("host ", hostname, " is uncordoned"));
-    if (!options_.state_file.empty() && !IsFinished(machine_.phase())) {
-      PersistInBackground(RecordOf(machine_.generation()));
-    }
+    record_.Keep(machine_);
     Execute(machine_.Tick(clock_()));
   }
   return status;

@@ -29,13 +29,13 @@ void CoordinatorCore::StartGeneration() {
   prepared->generation = machine_.generation() + 1;
   prepared->master_addr = machine_.NextMasterAddr();
   std::optional<JobRecord> record;
-  if (!options_.state_file.empty()) {
-    record = RecordOf(prepared->generation);
+  if (record_.keeps()) {
+    record = record_.RecordOf(machine_, prepared->generation);
     prepared->hosts = record->hosts;
   }
   OffloadWork(
       [prepared, record = std::move(record), rendezvous = rendezvous_,
-       path = options_.state_file] {
+       path = record_.path()] {
         prepared->rendezvous = rendezvous(prepared->master_addr);
         if (prepared->rendezvous.ok() && record) {
           prepared->kept = SaveJobRecord(path, *record);
@@ -57,7 +57,7 @@ void CoordinatorCore::StartPreparedGeneration(
   if (!machine_.ReadyToStart(now) ||
       machine_.generation() + 1 != prepared.generation ||
       machine_.NextMasterAddr() != prepared.master_addr ||
-      (!options_.state_file.empty() && !SameHosts(prepared.hosts))) {
+      (record_.keeps() && !SameHosts(prepared.hosts))) {
     Execute(machine_.Tick(now));
     return;
   }
@@ -79,8 +79,7 @@ void CoordinatorCore::StartPreparedGeneration(
         1, now));
     return;
   }
-  persisted_restarts_ = machine_.restarts_used();
-  persisted_failures_ = machine_.failures().size();
+  record_.Kept(machine_);
   const GenerationStart start = machine_.StartGeneration(clock_());
   JobEnvironmentInputs inputs;
   inputs.job_id = options_.job_id;
