@@ -3,12 +3,10 @@
 #include <signal.h>
 #include <string.h>
 
-#include <algorithm>
 #include <optional>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/worker_environment.h"
 #include "coordinator/owner/agent_input.h"
@@ -32,8 +30,8 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       clock_(std::move(clock)),
       wall_clock_(std::move(wall_clock)),
       machine_(JobSettingsOf(options_), clock_()),
-      events_(JobEventLog::PathFor(options_.state_file),
-              options_.resume.has_value()),
+      journal_(machine_, options_.state_file, options_.resume.has_value(),
+               wall_clock_),
       record_(options_.state_file, options_.job_id, options_.identity, clock_,
               wall_clock_,
               [this](std::function<void()> work, std::function<void()> done) {
@@ -42,29 +40,16 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
   if (options_.resume) {
     record_.Resume(*options_.resume, options_.policy.restart.max_backoff,
                    machine_);
-    Note("resumed", -1,
-         absl::StrCat("a restarted coordinator resumes the job after "
-                      "generation ",
-                      options_.resume->generation, ", ",
-                      options_.resume->restarts_used, " restarts used"));
+    journal_.Note(
+        "resumed", -1,
+        absl::StrCat("a restarted coordinator resumes the job after "
+                     "generation ",
+                     options_.resume->generation, ", ",
+                     options_.resume->restarts_used, " restarts used"));
   }
 }
 
-void CoordinatorCore::Note(const char* kind, int machine_rank,
-                           std::string text) {
-  pb::JobEvent event;
-  event.set_generation(machine_.generation());
-  event.set_kind(kind);
-  event.set_machine_rank(machine_rank);
-  event.set_text(std::move(text));
-  event.set_unix_ms(wall_clock_());
-  // Registrations come in storms: written with the next tick.
-  const bool deferred =
-      event.kind() == "registered" || event.kind() == "rejoined";
-  events_.Append(std::move(event), deferred);
-}
-
-pb::JobEvents CoordinatorCore::Events() const { return events_.All(); }
+pb::JobEvents CoordinatorCore::Events() const { return journal_.Events(); }
 
 void CoordinatorCore::OffloadWork(std::function<void()> work,
                                   std::function<void()> done) {
@@ -174,22 +159,9 @@ void CoordinatorCore::OnMessage(AgentLink* link,
 }
 
 void CoordinatorCore::Execute(const Decision& decision) {
-  if (const auto stalled = machine_.own_stalls() - stalls_logged_;
-      stalled > std::chrono::steady_clock::duration::zero()) {
-    stalls_logged_ = machine_.own_stalls();
-    Log()->warn(
-        "the coordinator did not run for {:.1f} s (frozen or starved); the "
-        "agents' silence meanwhile is not held against them",
-        std::chrono::duration<double>(stalled).count());
-    Note("stalled", -1,
-         absl::StrFormat("the coordinator did not run for %.1f s",
-                         std::chrono::duration<double>(stalled).count()));
-  }
+  journal_.TellStalls();
   for (int lost : decision.drop_agents) {
-    if (auto node = machine_.nodes().find(lost);
-        node != machine_.nodes().end()) {
-      Note("lost", lost, node->second.lost_reason);
-    }
+    journal_.TellLost(lost);
     for (AgentLink* link : agents_.StreamsOf(lost)) {
       Log()->warn("machine {} is lost: {}", lost,
                   machine_.nodes().at(lost).lost_reason);
@@ -205,14 +177,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
       Unregister(link);
     }
   }
-  for (const auto& [host, cordon] : machine_.cordoned()) {
-    if (!cordons_logged_.insert(host).second) continue;
-    Log()->warn(
-        "host {} is cordoned ({}): it gets no ranks until `trl-coord "
-        "uncordon {}`",
-        host, cordon.reason, host);
-    Note("cordoned", -1, absl::StrCat("host ", host, ": ", cordon.reason));
-  }
+  journal_.TellNewCordons();
   ApplyHandovers(decision.handovers);
   for (int key : decision.drop_spares) {
     const std::vector<AgentLink*> streams = agents_.StreamsOf(key);
@@ -223,9 +188,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
     Unregister(streams.front());
   }
   if (decision.stop_generation) {
-    Log()->warn("stopping generation {}: {}", machine_.generation(),
-                *decision.stop_generation);
-    Note("stopping", -1, *decision.stop_generation);
+    journal_.TellStopping(*decision.stop_generation);
     pb::CoordinatorMessage stop;
     stop.mutable_stop()->set_generation(machine_.generation());
     stop.mutable_stop()->set_reason(*decision.stop_generation);
@@ -234,10 +197,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
     agents_.SendTo({}, stop);
   }
   if (decision.finished) {
-    Note("finished", -1,
-         absl::StrCat(JobPhaseName(decision.finished->phase), " (exit code ",
-                      decision.finished->exit_code,
-                      "): ", decision.finished->summary));
+    journal_.TellFinished(*decision.finished);
     // A registered agent's stream stays open until it says it heard: one
     // cut just now is awaited (WaitForFarewells) and told again when its
     // agent registers again, so that it leaves with the job's code.
@@ -280,7 +240,7 @@ std::optional<TimePoint> CoordinatorCore::NextDeadline() const {
 
 void CoordinatorCore::Tick() {
   Execute(machine_.Tick(clock_()));
-  events_.Flush();
+  journal_.Flush();
 }
 
 int CoordinatorCore::MachineOf(const AgentLink* link) const {
@@ -317,7 +277,8 @@ void CoordinatorCore::OnDisconnected(AgentLink* link) {
 
 void CoordinatorCore::RequestStop(const std::string& reason, int exit_code,
                                   const StopSignal& signal) {
-  if (!IsFinished(machine_.phase())) Note("stop_requested", -1, reason);
+  if (!IsFinished(machine_.phase()))
+    journal_.Note("stop_requested", -1, reason);
   RememberStopSignal(signal);
   Execute(machine_.StopRequested(reason, exit_code, clock_()));
   Execute(machine_.Tick(clock_()));

@@ -31,6 +31,7 @@
 #include "coordinator/owner/agent_link.h"
 #include "coordinator/owner/agent_table.h"
 #include "coordinator/owner/coordinator_options.h"
+#include "coordinator/owner/decision_journal.h"
 #include "coordinator/owner/farewells.h"
 #include "coordinator/owner/heartbeat_sessions.h"
 #include "coordinator/owner/job_record_keeper.h"
@@ -197,13 +198,8 @@ class CoordinatorCore {
   std::function<DefenceCounts()> defence_counts_;
   std::function<void(int, AgentLink*)> on_registered_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
-  // Cordoned hosts already logged (JobStateMachine::cordoned).
-  std::set<std::string> cordons_logged_;
-  JobEventLog events_;
-  // Adds to the job's history, at the current generation.
-  void Note(const char* kind, int machine_rank, std::string text);
-  // The coordinator's own stalls (JobStateMachine::own_stalls) logged.
-  std::chrono::steady_clock::duration stalls_logged_{};
+  // What decisions say to the operator, and the job's history.
+  DecisionJournal journal_;
   // The job's record for a restarted coordinator; its writes go through
   // OffloadWork.
   JobRecordKeeper record_;

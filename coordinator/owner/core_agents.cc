@@ -73,9 +73,9 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
         "spare(s)",
         info.hostname, info.advertise_addr, info.local_world_size, was,
         machine_.spares().size());
-    Note("spare", -1,
-         absl::StrCat("a spare registered: host ", info.hostname, ", address ",
-                      info.advertise_addr, was));
+    journal_.Note("spare", -1,
+                  absl::StrCat("a spare registered: host ", info.hostname,
+                               ", address ", info.advertise_addr, was));
     Execute(machine_.Tick(now));
     return;
   }
@@ -85,9 +85,10 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
       info.machine_rank, info.hostname, info.advertise_addr,
       info.interface_name, info.local_world_size, machine_.nodes().size(),
       options_.config.num_machines);
-  Note(rejoin ? "rejoined" : "registered", info.machine_rank,
-       absl::StrCat("host ", info.hostname, ", address ", info.advertise_addr,
-                    ", ", info.local_world_size, " workers"));
+  journal_.Note(
+      rejoin ? "rejoined" : "registered", info.machine_rank,
+      absl::StrCat("host ", info.hostname, ", address ", info.advertise_addr,
+                   ", ", info.local_world_size, " workers"));
   const TimePoint old_may_run =
       machine_.nodes().at(info.machine_rank).old_agent_may_run_until;
   if (old_may_run > now) {
@@ -111,8 +112,8 @@ void CoordinatorCore::ApplyHandovers(const std::vector<Handover>& handovers) {
     role.mutable_role_change()->set_reason(handover->reason);
     link->Send(role);
     Log()->warn("{}", handover->reason);
-    Note(handover->to < 0 ? "spare_demoted" : "spare_promoted",
-         std::max(handover->to, handover->from), handover->reason);
+    journal_.Note(handover->to < 0 ? "spare_demoted" : "spare_promoted",
+                  std::max(handover->to, handover->from), handover->reason);
     if (on_registered_ && handover->to >= 0) on_registered_(handover->to, link);
   }
 }
@@ -120,9 +121,7 @@ void CoordinatorCore::ApplyHandovers(const std::vector<Handover>& handovers) {
 absl::Status CoordinatorCore::Uncordon(const std::string& hostname) {
   const absl::Status status = machine_.Uncordon(hostname);
   if (status.ok()) {
-    Log()->info("host {} is uncordoned: it may be given ranks again", hostname);
-    cordons_logged_.erase(hostname);
-    Note("uncordoned", -1, absl::StrCat("host ", hostname, " is uncordoned"));
+    journal_.TellUncordoned(hostname);
     record_.Keep(machine_);
     Execute(machine_.Tick(clock_()));
   }

@@ -96,28 +96,9 @@ void CoordinatorCore::StartPreparedGeneration(
         options_.open_store_generation(options_.job_id, start.generation);
   }
   const Environment job_env = BuildJobEnvironment(options_.config, inputs);
-  Log()->info(
-      "generation {}: world size {}, MASTER_ADDR={} MASTER_PORT={}, restarts "
-      "used {} of {}",
-      start.generation, start.world_size, start.master_addr,
-      rendezvous->master_port, machine_.restarts_used(),
-      options_.policy.restart.max_restarts);
-  for (int m : start.cordoned_members) {
-    const std::string& host = machine_.nodes().at(m).info.hostname;
-    Log()->warn(
-        "generation {}: machine {} runs on cordoned host {}: no spare took its "
-        "place and the job cannot start without it",
-        start.generation, m, host);
-  }
+  journal_.TellGenerationStarted(start, rendezvous->master_port,
+                                 options_.policy.restart.max_restarts);
   const bool elastic = machine_.settings().Elastic();
-  const std::string shape =
-      elastic ? ElasticShape(start, machine_.settings()) : "";
-  if (elastic) Log()->info("generation {}: {}", start.generation, shape);
-  Note("generation", -1,
-       absl::StrCat(
-           elastic ? shape : absl::StrCat("world size ", start.world_size),
-           ", restarts used ", machine_.restarts_used(), " of ",
-           options_.policy.restart.max_restarts));
 
   pb::CoordinatorMessage message;
   pb::Assignment* assignment = message.mutable_assignment();

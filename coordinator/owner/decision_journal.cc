@@ -1,0 +1,113 @@
+#include "coordinator/owner/decision_journal.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "coordinator/job/elastic_membership.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("coord"); }
+
+}  // namespace
+
+DecisionJournal::DecisionJournal(const JobStateMachine& machine,
+                                 const std::string& state_file, bool resume,
+                                 WallClock wall_clock)
+    : machine_(machine),
+      wall_clock_(std::move(wall_clock)),
+      events_(JobEventLog::PathFor(state_file), resume) {}
+
+void DecisionJournal::Note(const char* kind, int machine_rank,
+                           std::string text) {
+  pb::JobEvent event;
+  event.set_generation(machine_.generation());
+  event.set_kind(kind);
+  event.set_machine_rank(machine_rank);
+  event.set_text(std::move(text));
+  event.set_unix_ms(wall_clock_());
+  // Registrations come in storms: written with the next tick.
+  const bool deferred =
+      event.kind() == "registered" || event.kind() == "rejoined";
+  events_.Append(std::move(event), deferred);
+}
+
+void DecisionJournal::TellStalls() {
+  const auto stalled = machine_.own_stalls() - stalls_told_;
+  if (stalled <= std::chrono::steady_clock::duration::zero()) return;
+  stalls_told_ = machine_.own_stalls();
+  Log()->warn(
+      "the coordinator did not run for {:.1f} s (frozen or starved); the "
+      "agents' silence meanwhile is not held against them",
+      std::chrono::duration<double>(stalled).count());
+  Note("stalled", -1,
+       absl::StrFormat("the coordinator did not run for %.1f s",
+                       std::chrono::duration<double>(stalled).count()));
+}
+
+void DecisionJournal::TellLost(int machine) {
+  if (auto node = machine_.nodes().find(machine);
+      node != machine_.nodes().end()) {
+    Note("lost", machine, node->second.lost_reason);
+  }
+}
+
+void DecisionJournal::TellNewCordons() {
+  for (const auto& [host, cordon] : machine_.cordoned()) {
+    if (!cordons_told_.insert(host).second) continue;
+    Log()->warn(
+        "host {} is cordoned ({}): it gets no ranks until `trl-coord "
+        "uncordon {}`",
+        host, cordon.reason, host);
+    Note("cordoned", -1, absl::StrCat("host ", host, ": ", cordon.reason));
+  }
+}
+
+void DecisionJournal::TellUncordoned(const std::string& host) {
+  Log()->info("host {} is uncordoned: it may be given ranks again", host);
+  cordons_told_.erase(host);
+  Note("uncordoned", -1, absl::StrCat("host ", host, " is uncordoned"));
+}
+
+void DecisionJournal::TellStopping(const std::string& reason) {
+  Log()->warn("stopping generation {}: {}", machine_.generation(), reason);
+  Note("stopping", -1, reason);
+}
+
+void DecisionJournal::TellFinished(const JobOutcome& outcome) {
+  Note("finished", -1,
+       absl::StrCat(JobPhaseName(outcome.phase), " (exit code ",
+                    outcome.exit_code, "): ", outcome.summary));
+}
+
+void DecisionJournal::TellGenerationStarted(const GenerationStart& start,
+                                            int master_port, int max_restarts) {
+  Log()->info(
+      "generation {}: world size {}, MASTER_ADDR={} MASTER_PORT={}, restarts "
+      "used {} of {}",
+      start.generation, start.world_size, start.master_addr, master_port,
+      machine_.restarts_used(), max_restarts);
+  for (int m : start.cordoned_members) {
+    const std::string& host = machine_.nodes().at(m).info.hostname;
+    Log()->warn(
+        "generation {}: machine {} runs on cordoned host {}: no spare took its "
+        "place and the job cannot start without it",
+        start.generation, m, host);
+  }
+  const bool elastic = machine_.settings().Elastic();
+  const std::string shape =
+      elastic ? ElasticShape(start, machine_.settings()) : "";
+  if (elastic) Log()->info("generation {}: {}", start.generation, shape);
+  Note("generation", -1,
+       absl::StrCat(
+           elastic ? shape : absl::StrCat("world size ", start.world_size),
+           ", restarts used ", machine_.restarts_used(), " of ", max_restarts));
+}
+
+}  // namespace trl
