@@ -4,8 +4,8 @@
 // each member machine's agent.
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/worker_environment.h"
 #include "coordinator/owner/core.h"
+#include "coordinator/owner/generation_assignment.h"
 
 namespace trl {
 
@@ -81,48 +81,17 @@ void CoordinatorCore::StartPreparedGeneration(
   }
   record_.Kept(machine_);
   const GenerationStart start = machine_.StartGeneration(clock_());
-  JobEnvironmentInputs inputs;
-  inputs.job_id = options_.job_id;
-  inputs.generation = start.generation;
-  inputs.world_size = start.world_size;
-  inputs.num_machines = start.num_machines;
-  inputs.max_restarts = options_.policy.restart.max_restarts;
-  inputs.master_addr = start.master_addr;
-  inputs.master_port = rendezvous->master_port;
-  inputs.nccl_unique_id_hex = rendezvous->nccl_unique_id_hex;
-  inputs.coordinator_address = options_.coordinator_address;
-  if (options_.open_store_generation) {
-    inputs.store_token =
-        options_.open_store_generation(options_.job_id, start.generation);
-  }
-  const Environment job_env = BuildJobEnvironment(options_.config, inputs);
+  // Made first: it opens the generation's store namespace.
+  GenerationAssignment assignment(options_, start, *rendezvous,
+                                  machine_.settings().Elastic());
   journal_.TellGenerationStarted(start, rendezvous->master_port,
                                  options_.policy.restart.max_restarts);
-  const bool elastic = machine_.settings().Elastic();
-
-  pb::CoordinatorMessage message;
-  pb::Assignment* assignment = message.mutable_assignment();
-  assignment->set_job_id(options_.job_id);
-  assignment->set_generation(start.generation);
-  assignment->set_stop_grace_s(
-      std::chrono::duration<double>(options_.policy.stop_grace).count());
-  for (const auto& arg : options_.worker_argv) assignment->add_argv(arg);
-  assignment->set_argv_runs_python(options_.worker_argv_runs_python);
-  assignment->mutable_job_environment()->insert(job_env.begin(), job_env.end());
   std::map<int, std::vector<AgentLink*>> links_of_machine;
   for (const auto& [link, key] : agents_.registered()) {
     links_of_machine[key].push_back(link);
   }
   for (const auto& node : start.nodes) {
-    assignment->set_machine_rank(node.machine_rank);
-    assignment->set_rank_offset(node.rank_offset);
-    assignment->set_local_world_size(node.local_world_size);
-    if (elastic && job_env.count("WORLD_SIZE")) {
-      // Its place among this generation's machines, which the agent puts
-      // in GROUP_RANK (BuildWorkerEnvironment).
-      (*assignment->mutable_job_environment())["GROUP_RANK"] =
-          std::to_string(node.group_rank);
-    }
+    const pb::CoordinatorMessage& message = assignment.For(node);
     for (AgentLink* link : links_of_machine[node.machine_rank]) {
       link->Send(message);
     }
