@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coordinator/owner/coordinator.h"
@@ -233,14 +234,22 @@ TEST_F(CoordinatorOwnerTest, QueriesAfterTheJobEndedStillAnswer) {
 // an operator can tell the owner's load from gRPC's.
 TEST_F(CoordinatorOwnerTest, TheOwnerAndTheSlowWorkThreadsAreNamed) {
   core_->Status();  // the owner has run
-  std::set<std::string> names;
-  for (const auto& task :
-       std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    names.insert(name);
-  }
+  // The slow-work thread names itself when it starts, which nothing here
+  // waits for: look again until both names are there (or 10 s passed).
+  std::multiset<std::string> names;
+  const auto give_up = std::chrono::steady_clock::now() + seconds(10);
+  do {
+    names.clear();
+    for (const auto& task :
+         std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      names.insert(name);
+    }
+    if (names.count("trl-owner") && names.count("trl-slow-work")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < give_up);
   EXPECT_EQ(names.count("trl-owner"), 1u);
   EXPECT_EQ(names.count("trl-slow-work"), 1u);
 }
