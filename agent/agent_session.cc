@@ -294,6 +294,8 @@ void AgentSession::CheckCommand(const pb::RegistrationReply& reply) {
       Log()->error("the job's command cannot run on this machine: {}",
                    std::string(runs.message()));
       result->set_problem(ToValidUtf8(std::string(runs.message())));  // a path
+    } else {
+      Log()->debug("the job's command runs on this machine");
     }
   }
   Write(check);
@@ -360,9 +362,9 @@ void AgentSession::ForwardLogs() {
       // queues (log_ring.h) rather than blocking in Write with the lock
       // that heartbeats take.
       std::unique_lock<std::mutex> lock(logs_mutex_);
-      if (!log_credit_.wait_for(lock, std::chrono::milliseconds(100), [this] {
-            return log_credits_ > 0 || logs_stop_;
-          }) ||
+      if (!log_credit_.wait_for(
+              lock, std::chrono::milliseconds(100),
+              [this] { return log_credits_ > 0 || logs_stop_; }) ||
           logs_stop_) {
         continue;
       }
@@ -542,6 +544,7 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     for (const StartedWorker& worker : workers) {
       pids.emplace_back(worker.local_rank, worker.pid);
     }
+    Log()->debug("generation {}: {} workers started", generation, pids.size());
     Apply(core_->With([&](AgentCore& core) {
       return core.WorkersStarted(generation, pids);
     }));

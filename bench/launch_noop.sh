@@ -2,7 +2,11 @@
 # Benchmark (not a test): a no-op job, two test hosts x two workers
 # (`--no_python /bin/true`), from start to every process exited, under
 # trl-launch and under torchrun from Debian's python3-torch, side by side in
-# one run. Prints each run, the medians and the ratio torchrun / trl-launch.
+# one run. Prints each run, the medians and the ratio torchrun / trl-launch,
+# then where trl-launch's time went, phase by phase (bench/launch_phases.py,
+# from the daemons' own log lines: they run with TRL_LOG_LEVEL=debug, a
+# dozen lines a run). With BENCH_RAW set, the phases go to
+# BENCH_RAW's directory as launch_phases.json.
 #
 # Usage: bench/launch_noop.sh [BUILD_DIR] [RUNS]     (root: network namespaces)
 set -u
@@ -16,13 +20,19 @@ run_trl() {
   local port=$1
   local flags=(--num_machines 2 --num_processes 4 --main_process_ip "$master"
                --main_process_port "$port" --use_cpu --no_python)
+  local logs="$work/phases/$port"
+  mkdir -p "$logs"
   local t0; t0=$(now)
-  testhosts_exec 2 "$build/agent/trl-agent" --machine_rank 1 "${flags[@]}" >/dev/null 2>&1 &
+  local clock0; clock0=$(date +%H:%M:%S.%N)
+  TRL_LOG_LEVEL=debug testhosts_exec 2 "$build/agent/trl-agent" \
+    --machine_rank 1 "${flags[@]}" >/dev/null 2>"$logs/agent.log" &
   local agent=$!
-  testhosts_exec 1 "$build/coordinator/trl-coord" start "${flags[@]}" /bin/true >/dev/null 2>&1
+  TRL_LOG_LEVEL=debug testhosts_exec 1 "$build/coordinator/trl-coord" start \
+    "${flags[@]}" /bin/true >/dev/null 2>"$logs/coord.log"
   local rc=$?
   wait $agent || rc=$?
   local t1; t1=$(now)
+  printf 't0 %s\nt1 %s\n' "$clock0" "$(date +%H:%M:%S.%N)" >"$logs/times"
   [ $rc = 0 ] || { echo "trl-launch run failed ($rc)" >&2; return 1; }
   echo "$t1 - $t0" | bc
 }
@@ -57,3 +67,6 @@ for i in $(seq 1 "$runs"); do
     "$i" "$t" "$u" "$v"
 done
 summarize_against_torchrun "$work/trl" "$work/torch" 100 "$work/tuned" 30
+phases_json=""
+[ -n "${BENCH_RAW:-}" ] && phases_json="$(dirname "$BENCH_RAW")/launch_phases.json"
+/usr/bin/python3 "$here/launch_phases.py" "$work/phases" $phases_json

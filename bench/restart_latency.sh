@@ -78,4 +78,4 @@ for i in $(seq 1 "$runs"); do
   printf 'run %d: trl-launch %.3f s, torchrun %.3f s, torchrun tuned %.3f s\n' \
     "$i" "$t" "$u" "$v"
 done
-summarize_against_torchrun "$work/trl" "$work/torch" 100 "$work/tuned" 1
+summarize_against_torchrun "$work/trl" "$work/torch" 100 "$work/tuned" 30

@@ -365,6 +365,8 @@ std::unique_ptr<trl::Agent> LocalAgent(const StartFlags& flags,
 // the stop signals; then the end, said. Returns the job's exit code.
 int RunJob(const StartFlags& flags, JobPlan plan) {
   auto log = trl::ComponentLogger("coord");
+  log->debug("job {} planned (config, token, identity): starting servers",
+             plan.options.job_id);
   // Held here, on the heap: the servers' callbacks hold its address.
   const auto servers = std::make_unique<JobServers>();
   if (absl::Status started = StartServers(flags, plan, servers.get());
@@ -402,6 +404,8 @@ int RunJob(const StartFlags& flags, JobPlan plan) {
     outcome =
         core.WaitForOutcome(steady_clock::now() + std::chrono::seconds(1));
   }
+  log->debug("job {} ended ({}): waiting for every agent's farewell",
+             plan.options.job_id, trl::JobPhaseName(outcome->phase));
   core.WaitForFarewells(steady_clock::now() + std::chrono::seconds(10));
   if (agent_thread.joinable()) agent_thread.join();
   servers->log_relay->EndAll();  // `logs -f` clients end (exit 0) with the job
