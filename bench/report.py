@@ -6,6 +6,7 @@ raw numbers) and scale.png (each figure against the number of agents).
 Usage: report.py RAW_DIR OUT_DIR
 RAW_DIR may hold scale.jsonl, launch.json, restart.json, allreduce.json;
 a missing file is reported as not run."""
+import glob
 import json
 import os
 import platform
@@ -263,7 +264,64 @@ def summarize(raw_dir):
     summary["real_agent"] = extra
     summary["raw"] = {"launch": launch, "restart": restart,
                       "allreduce": allreduce}
+    # Where the launch's time went (bench/launch_phases.py), and the same
+    # from an earlier commit measured in the same sitting, if one was
+    # (raw/before-COMMIT/).
+    summary["launch_phases"] = load_json(
+        os.path.join(raw_dir, "launch_phases.json"))
+    befores = sorted(glob.glob(os.path.join(raw_dir, "before-*")))
+    if befores:
+        before = befores[-1]
+        summary["before"] = {
+            "commit": os.path.basename(before)[len("before-"):],
+            "launch": ratio(load_json(os.path.join(before, "launch.json")),
+                            "trl_launch_s", "torchrun_s"),
+            "restart": ratio(load_json(os.path.join(before, "restart.json")),
+                             "trl_launch_s", "torchrun_s"),
+            "launch_phases": load_json(
+                os.path.join(before, "launch_phases.json"))}
     return summary
+
+
+def phase_rows(summary):
+    """Where a no-op launch's time goes, phase by phase (ms), with the
+    earlier commit's phases beside them when the sitting measured one."""
+    now = (summary.get("launch_phases") or {}).get("phases")
+    if not now:
+        return []
+    before = summary.get("before") or {}
+    then = (before.get("launch_phases") or {}).get("phases") or {}
+    md = ["\n## Where a no-op launch's time goes\n\n"
+          "From the daemons' own log lines (bench/launch_noop.sh runs them "
+          "with TRL_LOG_LEVEL=debug; bench/launch_phases.py reads them): "
+          "each phase ends at the line named in launch_phases.py and starts "
+          "where the one before it ended; the first starts when the script "
+          "starts both daemons (`ip netns exec` included). Median (min–max) "
+          "ms over the runs; the medians need not add up to the total's.\n\n"]
+    head = "| phase | this commit |"
+    rule = "|---|---|"
+    if then:
+        head += f" commit {before['commit']} (same sitting) |"
+        rule += "---|"
+        md.append(f"The earlier commit's daemons log fewer steps: a phase "
+                  "without its line there is counted in the next one.\n\n")
+    md.append(head + "\n" + rule + "\n")
+    for name, s in now.items():
+        row = (f"| {name} | {s['median_ms']:.1f} ({s['min_ms']:.1f}–"
+               f"{s['max_ms']:.1f}) |")
+        if then:
+            t = then.get(name)
+            row += (f" {t['median_ms']:.1f} ({t['min_ms']:.1f}–"
+                    f"{t['max_ms']:.1f}) |" if t else " (in the next) |")
+        md.append(row + "\n")
+    if before.get("launch") and before.get("restart"):
+        md.append(
+            f"\nCommit {before['commit']} in the same sitting: no-op launch "
+            f"{before['launch']['ours']['median']:.3f} s "
+            f"({before['launch']['ratio']:.1f}x torchrun's defaults), "
+            f"restart {before['restart']['ours']['median']:.3f} s "
+            f"({before['restart']['ratio']:.1f}x).\n")
+    return md
 
 
 def insecure_runs(runs):
@@ -384,6 +442,7 @@ def main():
           "Each figure: median (min–max) over the runs.\n\n",
           "## Against the targets (docs/design.md, Targets)\n\n"]
     md += targets_rows(summary)
+    md += phase_rows(summary)
     md.append("\n## Not the launcher: the worker library's all-reduce "
               "against torch.distributed's\n\n"
               "Two workers on loopback, median time per call. The launcher "

@@ -27,8 +27,8 @@ REGION = re.compile(r"<!-- bench:(\S+) begin .*?-->\n(.*?)<!-- bench:\1 end -->"
                     re.S)
 
 
-def source(d):
-    m = d["machine"]
+def source(d, m=None):
+    m = m or d["machine"]
     return (f"the run of {m['date']} on `{m['host']}` ({m['cores']} cores, "
             f"{m['cpu']}; commit {m['commit']})")
 
@@ -56,8 +56,11 @@ def launch(d):
 
 def restart(d):
     return launcher_table(d, "restart", lambda r: (
+        " The first restart waits for no backoff (later ones do: "
+        "`--restart_backoff`)." if r["ours"]["median"] < 0.1 else
         f" Of trl-launch's {r['ours']['median']:.3f} s, 0.1 s is the "
-        "configured backoff (`--restart_backoff`)."))
+        "configured backoff (`--restart_backoff`, before every restart in "
+        "that run's code)."))
 
 
 def allreduce(d):
@@ -66,7 +69,13 @@ def allreduce(d):
 
 
 def targets(d):
-    return (f"Against the targets as bench/report.py checks them, {source(d)}:\n\n" +
+    if d.get("launcher_machine"):
+        # Two runs of different code in one table: each row says whose.
+        whose = (f"the launch and restart rows from {source(d, d['launcher_machine'])}, "
+                 f"the others from {source(d)}")
+    else:
+        whose = source(d)
+    return (f"Against the targets as bench/report.py checks them, {whose}:\n\n" +
             "".join(report.targets_rows(d)))
 
 
@@ -165,6 +174,7 @@ def pick(name, loaded):
                         d = dict(d)
                         for key in LAUNCHER_KEYS:
                             d[key] = other.get(key)
+                        d["launcher_machine"] = other["machine"]
                         return f"{rel} and {other_rel}", d
             return rel, d
     return loaded[-1]
