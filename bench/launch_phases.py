@@ -37,7 +37,7 @@ PHASES = [
      ("both", r"\[agent\] generation 0: local rank \d+ exited", "last")),
     ("outcome known",
      ("coord", r"\[coord\] job \S+ ended \(", "first")),
-    ("farewells heard",
+    ("farewells heard, servers shut down",
      ("coord", r"\[coord\] job \S+ (succeeded|failed|stopped)", "first")),
     ("processes exited", ("times", "t1", None)),
 ]

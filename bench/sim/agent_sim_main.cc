@@ -466,7 +466,8 @@ int main(int argc, char** argv) {
   int code = 0;
   if (failures && agents >= 2) {
     // 3. A whole-job restart: one worker fails -> every agent holds the
-    // next generation's assignment (includes --restart_backoff).
+    // next generation's assignment (no backoff before a job's first
+    // restart).
     const auto failing = SimClock::now();
     sims[agents / 2]->FailWorker(0, 1);
     auto restarted = recorder.WaitAllAssigned(1, SimClock::now() + phase);

@@ -34,15 +34,22 @@ std::optional<JobOutcome> RestartBudget::Judge(const FailureRecord& failure,
 }
 
 void RestartBudget::Restart(TimePoint now) {
+  // Restarts so far, free ones in a row included, number the backoff: the
+  // first restart of a job waits for none (BackoffBefore(1)), but a
+  // shortage is retried after a backoff from its first retry on (a
+  // moment out of descriptors or memory is still there at once: its
+  // series starts one step later), and a restart after shortage retries
+  // backs off past them.
   if (next_is_free_) {
     next_is_free_ = false;
     ++free_in_a_row_;
-    not_before_ = now + policy_.BackoffBefore(used_ + free_in_a_row_);
+    not_before_ = now + policy_.BackoffBefore(used_ + free_in_a_row_ + 1);
     return;
   }
+  const int restart = used_ + 1 + free_in_a_row_ + (free_in_a_row_ > 0);
   free_in_a_row_ = 0;
   ++used_;
-  not_before_ = now + policy_.BackoffBefore(used_);
+  not_before_ = now + policy_.BackoffBefore(restart);
 }
 
 }  // namespace trl

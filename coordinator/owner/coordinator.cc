@@ -39,14 +39,26 @@ Coordinator::Coordinator(CoordinatorOptions options,
 Coordinator::~Coordinator() {
   // The job's last writes (its state file removed at the end) are slow
   // work whose end comes back as an event: the owner must still run.
+  // Asked through the queue (it sees work handed out by events still
+  // queued), then waited for: the owner publishes after each batch, and
+  // the published word may be a batch behind the answer, so it is asked
+  // again after each wake-up; every 50 ms at most without one.
   const auto give_up =
       std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  {
+  while (Ask([this] { return core_.WorkOutstanding(); })) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= give_up) break;
     MutexLock lock(&mutex_);
     auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-      return !work_outstanding_ || owner_ended_;
+      return !work_outstanding_;
     };
-    ending_progress_.WaitUntil(&mutex_, give_up, idle);
+    ending_progress_.WaitUntil(
+        &mutex_,
+        std::min<TimePoint>(give_up, now + std::chrono::milliseconds(50)),
+        idle);
+  }
+  {
+    MutexLock lock(&mutex_);
     ending_ = true;
   }
   owner_wakeup_.NotifyAll();

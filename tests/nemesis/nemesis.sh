@@ -86,7 +86,8 @@
 #      machine (agent1.1) started, was killed, exited or hung meanwhile
 #    Before, workers ended on SIGTERM within milliseconds, so the early
 #    restart found them gone. Now they take 0.3-1.0 s (a checkpoint), the
-#    coordinator restarts 0.1 s (the first backoff) after the crash, and
+#    coordinator restarted 0.1 s (then the first backoff; the first restart
+#    has none since 2026-12-06) after the crash, and
 #    each agent, handed the new generation, SIGKILLs what is left of the old
 #    one before it starts the new workers: the checkpoints are lost. I1 does
 #    not see it (the old workers are gone before the new ones start on each

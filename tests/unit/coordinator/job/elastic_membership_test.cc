@@ -214,7 +214,7 @@ TEST_F(ElasticMembershipTest, JoinerIsTakenInAtTheNextGeneration) {
     killed.signal = 15;
     job.WorkerExited(m, first.generation, local, killed, now_);
   }
-  Pass(job, milliseconds(100));  // the backoff
+  Pass(job, milliseconds(100));  // (the first restart has no backoff)
   const GenerationStart second = Start(job);
   ExpectShape(second, {0, 1, 2});
   EXPECT_EQ(second.world_size, 6);

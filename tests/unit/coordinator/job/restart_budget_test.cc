@@ -63,10 +63,28 @@ TEST(RestartBudgetTest, AShortageRestartsFreeFiveTimesInARowThenSpends) {
     budget.Restart(kStart);
     EXPECT_EQ(budget.used(), 0);
   }
+  // Backed off from the first retry: 100, 200, 400, 800, 1000 (the cap).
+  EXPECT_EQ(budget.not_before(), kStart + milliseconds(1000));
   EXPECT_TRUE(budget.Judge(WorkerFailed(1, /*out_of_resources=*/true), 1));
   // A generation that started counts the free restarts from zero again.
   budget.GenerationStarted();
   EXPECT_FALSE(budget.Judge(WorkerFailed(1, /*out_of_resources=*/true), 1));
+}
+
+TEST(RestartBudgetTest, AShortageIsRetriedAfterABackoffAndSoIsWhatFollowsIt) {
+  RestartBudget budget(Policy(3));
+  EXPECT_FALSE(budget.Judge(WorkerFailed(1, /*out_of_resources=*/true), 1));
+  budget.Restart(kStart);
+  EXPECT_EQ(budget.not_before(), kStart + milliseconds(100));
+  EXPECT_FALSE(budget.Judge(WorkerFailed(1, /*out_of_resources=*/true), 1));
+  budget.Restart(kStart);
+  EXPECT_EQ(budget.not_before(), kStart + milliseconds(200));
+  // A worker's own failure after two shortage retries: the job's first
+  // counted restart, but its third in a row.
+  EXPECT_FALSE(budget.Judge(WorkerFailed(1), 1));
+  budget.Restart(kStart);
+  EXPECT_EQ(budget.used(), 1);
+  EXPECT_EQ(budget.not_before(), kStart + milliseconds(400));
 }
 
 }  // namespace
