@@ -155,12 +155,21 @@ TEST_F(PreemptionTest, SignalFromSlurmsStepDaemonIsNotSentToWorkersAgain) {
   std::string pids =
       std::to_string(coord_->pid()) + " " + std::to_string(agent_->pid());
   for (pid_t pid : workers) pids += " " + std::to_string(pid);
-  Subprocess slurmstepd({stepd, "-c", "kill -USR1 " + pids});
-  ASSERT_EQ(slurmstepd.Wait(seconds(10)), 0) << slurmstepd.Output();
+  // The sender stays alive, as slurmstepd does for the whole step: the
+  // daemons name a signal's sender by reading its /proc entry, which is gone
+  // once a sender that exited at once has been reaped (a race seen under
+  // TSan). The trailing ':' keeps the shell from exec'ing `sleep`, which
+  // would rename it.
+  Subprocess slurmstepd(
+      {stepd, "-c", "kill -USR1 " + pids + " || exit 3; sleep 60; :"});
   ExpectEachRankGotUsr1Once();
   EXPECT_NE(coord_->Stderr().find("(Slurm sent it to the workers)"),
             std::string::npos)
       << coord_->Stderr();
+  EXPECT_EQ(slurmstepd.Wait(std::chrono::milliseconds(0)), std::nullopt)
+      << "the kill failed: " << slurmstepd.Output();
+  slurmstepd.Signal(SIGTERM);
+  slurmstepd.Wait(seconds(10));
   std::filesystem::remove_all(dir);
 }
 
