@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent_channel.h"
 #include "agent/agent_session.h"
+#include "agent/job_guardian.h"
 #include "common/host_identity.h"
 #include "common/logging.h"
 #include "common/network.h"
@@ -47,7 +48,9 @@ AgentCoreSettings CoreSettings(const AgentOptions& options) {
 Agent::Agent(AgentOptions options, Console* console)
     : options_(std::move(options)),
       console_(console),
-      core_(CoreSettings(options_)) {}
+      core_(CoreSettings(options_)) {
+  core_.PublishFenceTo(GuardianFencePage());
+}
 
 Agent::~Agent() = default;
 
@@ -257,6 +260,11 @@ int Agent::Run() {
     registration.set_agent_pid(getpid());
     registration.set_checks_command(true);
     registration.set_lease_ms(static_cast<int32_t>(options_.lease.count()));
+    if (GuardianFencePage() != nullptr) {
+      registration.set_fence_ms(static_cast<int32_t>(
+          core_.With([](AgentCore& core) { return core.FenceBound(); })
+              .count()));
+    }
     for (const auto& [key, value] : AgreementFingerprint(options_.config)) {
       (*registration.mutable_config_fingerprint())[key] = value;
     }

@@ -272,6 +272,21 @@ AgentCore::Heartbeat AgentCore::HeartbeatAt(Time now,
   return beat;
 }
 
+std::optional<AgentCore::Time> AgentCore::FenceDeadline() const {
+  // Kept after the session ended: workers still stopping after a lost
+  // connection are held to it too.
+  if (!had_session_ || sweeping_) return std::nullopt;
+  return last_heard_ + settings_.lease + settings_.lease_grace +
+         settings_.fence_kill_grace;
+}
+
+std::chrono::milliseconds AgentCore::FenceBound() const {
+  // The guardian wakes on a timer and kills within a few milliseconds; a
+  // loaded machine is given 200.
+  return settings_.lease_grace + settings_.fence_kill_grace +
+         std::chrono::milliseconds(200);
+}
+
 AgentCore::Lease AgentCore::LeaseAt(Time now) {
   Lease lease;
   if (lease_expired_) {

@@ -40,6 +40,10 @@ struct AgentCoreSettings {
   // what already waits in the socket (a process that was frozen wakes with
   // the coordinator's last words unread).
   std::chrono::milliseconds lease_grace{200};
+  // Once the lease and its grace are over, how long the workers have
+  // between SIGTERM and SIGKILL: fencing's own bound, apart from the stop
+  // grace (the rest of the job is being restarted without them).
+  std::chrono::milliseconds fence_kill_grace{300};
   bool udp_heartbeats = true;
   // A hot spare (trl-agent --spare) starts without a machine rank.
   bool spare = false;
@@ -108,6 +112,15 @@ class AgentCore {
   // Whether the lease ran out by `now`.
   Lease LeaseAt(Time now);
   bool lease_expired() const { return lease_expired_; }
+  // Until when this agent's workers may run without another word from the
+  // coordinator (the lease, its grace and the kill grace): what the
+  // guardian enforces if the agent cannot (fence_page.h). nullopt before
+  // the first session and during a sweep (no workers then).
+  std::optional<Time> FenceDeadline() const;
+  // What the coordinator adds to the lease to know this agent's workers
+  // are surely gone: the lease's grace, the kill grace and the guardian's
+  // reaction time.
+  std::chrono::milliseconds FenceBound() const;
 
   // The stream ended (read failed) without a word that ended the session:
   // the connection is lost. From here on, exits are the agent's doing, not
@@ -135,6 +148,7 @@ class AgentCore {
   // -1 before the first registration of a machine's agent (its own
   // --machine_rank then), and for a spare.
   int machine_rank() const { return machine_rank_; }
+  const AgentCoreSettings& settings() const { return settings_; }
 
  private:
   AgentEffects Assigned(const trl::launch::v1::Assignment& assignment);

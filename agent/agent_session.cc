@@ -175,7 +175,14 @@ SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
     }
     end = effects.end;
   }
+  // Cut off (the lease ran out or the connection broke): the coordinator
+  // hands these ranks on once the fence's bound has passed, so the workers
+  // get the fence's short grace, not the stop grace.
+  bool cut_off = false;
+  const std::chrono::milliseconds fence_kill_grace = core_->With(
+      [](AgentCore& core) { return core.settings().fence_kill_grace; });
   if (!end) {
+    cut_off = true;
     end = core_->With([](AgentCore& core) { return core.StreamEnded(); });
     const bool lease_expired =
         core_->With([](AgentCore& core) { return core.lease_expired(); });
@@ -198,12 +205,14 @@ SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
   {
     std::lock_guard<std::mutex> lock(group_mutex_);
     if (group_) {
-      group_->Stop(StopSignal{SIGTERM});
+      group_->Stop(StopSignal{SIGTERM},
+                   cut_off ? fence_kill_grace : stop_grace_);
       stopping = group_.get();
     }
   }
   if (stopping != nullptr) {
-    stopping->WaitUntilAllExited(steady_clock::now() + stop_grace_ +
+    stopping->WaitUntilAllExited(steady_clock::now() +
+                                 (cut_off ? fence_kill_grace : stop_grace_) +
                                  std::chrono::seconds(2));
     std::lock_guard<std::mutex> lock(group_mutex_);
     EndGroup();

@@ -4,16 +4,19 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "agent/fence_page.h"
 #include "agent/process_facts.h"
 #include "agent/worker_cgroup.h"
 #include "common/daemon_process.h"
@@ -22,6 +25,7 @@ namespace trl {
 namespace {
 
 std::atomic<pid_t> guardian_pid{0};
+std::atomic<FencePage*> fence_page{nullptr};
 
 using Noted = std::map<pid_t, unsigned long long>;  // pid -> start time
 
@@ -98,8 +102,20 @@ int KillNoted(Noted noted, pid_t daemon, pid_t self) {
   return killed;
 }
 
+// Sets `timer` to go off at the fence's deadline (CLOCK_BOOTTIME), or
+// disarms it.
+void SetFenceTimer(int timer, std::optional<int64_t> deadline_ns) {
+  itimerspec when{};
+  if (deadline_ns) {
+    when.it_value.tv_sec = static_cast<time_t>(*deadline_ns / 1000000000);
+    when.it_value.tv_nsec = static_cast<long>(*deadline_ns % 1000000000);
+  }
+  timerfd_settime(timer, TFD_TIMER_ABSTIME, &when, nullptr);
+}
+
 [[noreturn]] void GuardianMain(pid_t daemon, int death_fd,
-                               std::chrono::milliseconds interval) {
+                               std::chrono::milliseconds interval,
+                               const FencePage* fence) {
   prctl(PR_SET_NAME, "trl-guardian");
   // Its own process group: a signal to the daemon's group (a terminal's
   // ^C) is the daemon's to handle, and the guardian must outlive it.
@@ -117,14 +133,51 @@ int KillNoted(Noted noted, pid_t daemon, pid_t self) {
     for (int fd = 4; fd < 4096; ++fd) close(fd);
   }
   ForgetTokenFromEnvironment();
+  // The fence's alarm, on the boot clock: it goes off at the deadline even
+  // when the machine was suspended or this process stopped meanwhile.
+  const int timer = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC);
   const pid_t self = getpid();
   Noted noted;
+  std::optional<int64_t> timer_set;  // the deadline the timer is set to
+  int64_t fenced = 0;                // the last deadline acted on
   while (true) {
-    pollfd watch{death_fd, POLLIN, 0};
-    const int ready = poll(&watch, 1, static_cast<int>(interval.count()));
+    std::optional<int64_t> deadline =
+        fence ? fence->DeadlineNs() : std::nullopt;
+    if (deadline && *deadline == fenced) deadline.reset();
+    if (timer >= 0 && deadline != timer_set) {
+      SetFenceTimer(timer, deadline);
+      timer_set = deadline;
+    }
+    pollfd watch[2] = {{death_fd, POLLIN, 0}, {timer, POLLIN, 0}};
+    const int ready =
+        poll(watch, timer >= 0 ? 2 : 1, static_cast<int>(interval.count()));
     // Nothing is ever written: readable means the daemon's end closed.
-    if (ready > 0 || (ready < 0 && errno != EINTR)) break;
+    if ((ready > 0 && watch[0].revents != 0) || (ready < 0 && errno != EINTR)) {
+      break;
+    }
     if (getppid() != daemon) break;  // reparented: the daemon is gone
+    if (ready > 0 && watch[1].revents != 0) {
+      uint64_t expirations = 0;
+      ssize_t ignored = read(timer, &expirations, sizeof(expirations));
+      (void)ignored;
+      timer_set.reset();
+    }
+    // The agent may have moved the deadline on while the timer ran: only
+    // the one read now counts.
+    const std::optional<int64_t> now_due =
+        fence ? fence->DeadlineNs() : std::nullopt;
+    if (now_due && *now_due != fenced && FencePage::BootNowNs() >= *now_due) {
+      fenced = *now_due;
+      const int killed = KillNoted(DescendantsOf(daemon, self), daemon, self);
+      if (killed > 0) {
+        std::fprintf(stderr,
+                     "trl-guardian: process %d kept its workers past its "
+                     "lease (frozen, or cut off from its coordinator); "
+                     "killed %d of its process(es)\n",
+                     static_cast<int>(daemon), killed);
+      }
+      continue;
+    }
     noted = DescendantsOf(daemon, self);
   }
   const int cgroups = RemoveStaleWorkerCgroups();
@@ -143,6 +196,7 @@ int KillNoted(Noted noted, pid_t daemon, pid_t self) {
 bool StartJobGuardian(std::chrono::milliseconds interval) {
   int death_pipe[2];
   if (pipe2(death_pipe, O_CLOEXEC) != 0) return false;
+  FencePage* fence = FencePage::Create();
   const pid_t daemon = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -152,15 +206,18 @@ bool StartJobGuardian(std::chrono::milliseconds interval) {
   }
   if (pid == 0) {
     close(death_pipe[1]);
-    GuardianMain(daemon, death_pipe[0], interval);
+    GuardianMain(daemon, death_pipe[0], interval, fence);
   }
   // The write end stays open for as long as this process lives (and only
   // here: close-on-exec keeps it from the workers).
   close(death_pipe[0]);
   guardian_pid = pid;
+  fence_page = fence;
   return true;
 }
 
 pid_t JobGuardianPid() { return guardian_pid.load(); }
+
+FencePage* GuardianFencePage() { return fence_page.load(); }
 
 }  // namespace trl

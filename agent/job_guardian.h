@@ -10,6 +10,10 @@
 // a pid used again is left alone), with whatever those forked since.
 // Processes forked and detached within the last second before a SIGKILL
 // can escape it; a cgroup catches those too.
+//
+// It is also the agent's fence (fence_page.h): when the deadline the agent
+// publishes passes (the agent frozen, or cut off past its lease), it kills
+// every descendant of the agent, without the agent's help.
 #ifndef TRL_AGENT_JOB_GUARDIAN_H_
 #define TRL_AGENT_JOB_GUARDIAN_H_
 
@@ -26,6 +30,11 @@ bool StartJobGuardian(
 
 // The guardian's pid, or 0 when none was started.
 pid_t JobGuardianPid();
+
+class FencePage;
+// The page the guardian reads the agent's fence from; null when no
+// guardian runs.
+FencePage* GuardianFencePage();
 
 }  // namespace trl
 

@@ -145,12 +145,21 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
   events_.exited(worker->local_rank, outcome);
 }
 
-void WorkerGroup::Stop(const StopSignal& signal) {
+void WorkerGroup::Stop(const StopSignal& signal,
+                       std::optional<std::chrono::milliseconds> grace) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const auto kill_at =
+      std::chrono::steady_clock::now() + grace.value_or(stop_grace_);
   // The first signal starts the grace period; later stop orders do not
   // interrupt it (a worker checkpointing on SIGUSR1 keeps its time), only
-  // SIGKILL escalates.
-  if (stopping_ && signal.number != SIGKILL) return;
+  // SIGKILL escalates, and a shorter grace (a fence) cuts it short.
+  if (stopping_ && signal.number != SIGKILL) {
+    if (kill_at < kill_at_) {
+      kill_at_ = kill_at;
+      changed_.notify_all();
+    }
+    return;
+  }
   for (auto& worker : workers_) {
     if (!worker->exited && worker->process && !signal.workers_have_it) {
       worker->process->SignalGroup(signal.number);
@@ -158,6 +167,7 @@ void WorkerGroup::Stop(const StopSignal& signal) {
   }
   if (stopping_) return;
   stopping_ = true;
+  kill_at_ = kill_at;
   grace_thread_ = std::thread([this] { EnforceGrace(); });
 }
 
@@ -169,8 +179,11 @@ void WorkerGroup::EnforceGrace() {
     }
     return true;
   };
-  changed_.wait_for(lock, stop_grace_,
-                    [&] { return shutting_down_ || all_exited(); });
+  // kill_at_ may move earlier meanwhile (a fence): wait for the newest.
+  while (!shutting_down_ && !all_exited() &&
+         std::chrono::steady_clock::now() < kill_at_) {
+    changed_.wait_until(lock, kill_at_);
+  }
   for (auto& worker : workers_) {
     if (!worker->exited && worker->process) {
       worker->process->SignalGroup(SIGKILL);

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,8 +80,10 @@ class WorkerGroup {
 
   // Sends `signal` to every worker's process group now (unless the workers
   // have it already) and SIGKILL to those still alive after the grace
-  // period. Returns at once. Once stopping, only SIGKILL is sent again.
-  void Stop(const StopSignal& signal);
+  // period (`grace`, or the stop grace). Returns at once. Once stopping,
+  // only SIGKILL is sent again; a shorter grace cuts the one running short.
+  void Stop(const StopSignal& signal,
+            std::optional<std::chrono::milliseconds> grace = std::nullopt);
 
   // Waits until every worker has exited; false if the deadline passed.
   bool WaitUntilAllExited(std::chrono::steady_clock::time_point deadline);
@@ -114,6 +117,7 @@ class WorkerGroup {
   std::condition_variable changed_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool stopping_ = false;
+  std::chrono::steady_clock::time_point kill_at_;  // once stopping_
   bool shutting_down_ = false;
   std::thread grace_thread_;
   std::thread heartbeat_thread_;

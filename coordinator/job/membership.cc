@@ -14,9 +14,22 @@ JobMembership::JobMembership(JobSettings settings, TimePoint created_at)
       cordons_(settings_.cordon_after, settings_.cordon_window),
       elastic_(settings_) {}
 
-void JobMembership::Resume(std::map<int, HostIdentity> previous_hosts) {
+void JobMembership::Resume(
+    std::map<int, HostIdentity> previous_hosts,
+    std::map<int, std::chrono::milliseconds> previous_run_on) {
   resumed_ = true;
   previous_hosts_ = std::move(previous_hosts);
+  previous_run_on_ = std::move(previous_run_on);
+}
+
+std::chrono::milliseconds JobMembership::PreviousRunOn(
+    int m, const AgentInfo& newcomer) const {
+  // The old agent's own lease and fence (I1), not the newcomer's; a state
+  // file of an older coordinator does not say them: the newcomer's lease
+  // with the stop grace, as before.
+  auto kept = previous_run_on_.find(m);
+  if (kept != previous_run_on_.end()) return kept->second;
+  return newcomer.lease + settings_.stop_grace + std::chrono::seconds(2);
 }
 
 absl::Status JobMembership::Register(const AgentInfo& agent, JobPhase phase,
@@ -77,9 +90,7 @@ absl::Status JobMembership::Register(const AgentInfo& agent, JobPhase phase,
     auto previous = previous_hosts_.find(m);
     if (previous == previous_hosts_.end() ||
         !previous->second.SameHostAs(agent.host())) {
-      node.old_agent_may_run_until = created_at_ + agent.lease +
-                                     settings_.stop_grace +
-                                     std::chrono::seconds(2);
+      node.old_agent_may_run_until = created_at_ + PreviousRunOn(m, agent);
       node.others_may_run_until = node.old_agent_may_run_until;
     }
   }
@@ -170,14 +181,12 @@ const NodeRecord* JobMembership::Lose(int m, const std::string& why,
   machines_.Disconnect(m, /*vacant=*/true);
   node->lost_reason = why;
   // It heard from us at the latest now: its lease ends before now + lease,
-  // and its workers are gone a stop grace after that.
-  // (+2 s: the agent's own allowance for SIGKILLed processes to go.)
+  // and its workers are gone its fence after that (AgentInfo::RunOn).
   // (An elastic job's machine outside the generation ran none of its
   // workers: nothing to wait for.)
   if (!settings_.Elastic() || node->group_rank >= 0) {
-    machines_.OldAgentMayRunUntil(m, now + node->info.lease +
-                                         settings_.stop_grace +
-                                         std::chrono::seconds(2));
+    machines_.OldAgentMayRunUntil(m,
+                                  now + node->info.RunOn(settings_.stop_grace));
   }
   return node;
 }

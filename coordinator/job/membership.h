@@ -33,10 +33,11 @@ class JobMembership {
   JobMembership(JobSettings settings, TimePoint created_at);
 
   // A restarted coordinator's job: where each machine's agent was before
-  // (machine -> host). An agent of another host gets the machine only
-  // once the old agent's lease and stop grace, counted from created_at,
-  // have run out.
-  void Resume(std::map<int, HostIdentity> previous_hosts);
+  // (machine -> host), and how long its workers may run on after its last
+  // word (AgentInfo::RunOn). An agent of another host gets the machine
+  // only once that, counted from created_at, has run out.
+  void Resume(std::map<int, HostIdentity> previous_hosts,
+              std::map<int, std::chrono::milliseconds> previous_run_on = {});
 
   // Accepts a machine's agent (new, or back after it was lost), or says
   // why not.
@@ -97,6 +98,10 @@ class JobMembership {
   bool Cordoned(const NodeRecord& node) const {
     return cordons_.Cordoned(node.info.hostname);
   }
+  // How long machine m's agent before a coordinator restart may have run
+  // its workers on after its last word from the old coordinator.
+  std::chrono::milliseconds PreviousRunOn(int m,
+                                          const AgentInfo& newcomer) const;
   // Spare `key` takes machine `m`'s place (`why` said in the handover).
   void TakePlace(int key, int m, const std::string& why, JobPhase phase,
                  Decision& decision);
@@ -113,6 +118,7 @@ class JobMembership {
   std::optional<TimePoint> first_registration_at_;
   bool resumed_ = false;
   std::map<int, HostIdentity> previous_hosts_;
+  std::map<int, std::chrono::milliseconds> previous_run_on_;
 };
 
 }  // namespace trl

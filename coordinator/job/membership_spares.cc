@@ -68,9 +68,8 @@ void JobMembership::FillFromSpares(JobPhase phase, const std::set<int>& awaited,
       const std::optional<int> spare = spares_.NextReady(cordons_);
       if (!spare) break;
       const SpareRecord& ready = *spares_.Find(*spare);
-      const TimePoint old_may_run_until = created_at_ + ready.info.lease +
-                                          settings_.stop_grace +
-                                          std::chrono::seconds(2);
+      const TimePoint old_may_run_until =
+          created_at_ + PreviousRunOn(m, ready.info);
       if (now < old_may_run_until) break;
       NodeRecord& node = machines_.AddUnregistered(m, old_may_run_until);
       node.lost_reason = "has not registered";

@@ -67,6 +67,9 @@ struct AgentInfo {
   // a word from us (its lease).
   int agent_pid = 0;
   std::chrono::milliseconds lease{0};
+  // Once its lease has run out, its workers are surely gone within this
+  // long (agent/fence_page.h); 0: it has no fence.
+  std::chrono::milliseconds fence{0};
   // A rejoining agent's word on its workers of `report_generation` that
   // exited on their own before it lost its connection: local rank -> exit.
   int64_t report_generation = -1;
@@ -81,6 +84,14 @@ struct AgentInfo {
   bool spare = false;
 
   HostIdentity host() const { return HostIdentity{hostname, host_id}; }
+  // How long after its last word from us its workers may still run: the
+  // lease, then the fence; without a fence, the stop grace and 2 s for
+  // SIGKILLed processes to go.
+  std::chrono::milliseconds RunOn(std::chrono::milliseconds stop_grace) const {
+    return lease + (fence > std::chrono::milliseconds(0)
+                        ? fence
+                        : stop_grace + std::chrono::seconds(2));
+  }
 };
 
 enum class JobPhase {

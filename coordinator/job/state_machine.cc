@@ -28,12 +28,12 @@ absl::Status JobStateMachine::Uncordon(const std::string& hostname) {
   return membership_.Uncordon(hostname);
 }
 
-void JobStateMachine::ResumeAfter(int64_t generation, int restarts_used,
-                                  std::vector<FailureRecord> failures,
-                                  TimePoint not_before,
-                                  std::map<int, HostIdentity> previous_hosts) {
+void JobStateMachine::ResumeAfter(
+    int64_t generation, int restarts_used, std::vector<FailureRecord> failures,
+    TimePoint not_before, std::map<int, HostIdentity> previous_hosts,
+    std::map<int, std::chrono::milliseconds> previous_run_on) {
   if (phase_ != JobPhase::kWaitingForAgents || generation_ >= 0) return;
-  membership_.Resume(std::move(previous_hosts));
+  membership_.Resume(std::move(previous_hosts), std::move(previous_run_on));
   generation_ = generation;
   budget_.Resume(restarts_used, not_before);
   failures_ = std::move(failures);

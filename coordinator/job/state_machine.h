@@ -44,12 +44,15 @@ class JobStateMachine {
   // carried over. Only before the first generation. The agents of the
   // last generation (`previous_hosts`: machine -> host) may still have
   // their workers: an agent on another host gets a machine's ranks only
-  // once the old agent's lease and stop grace, counted from now (it heard
-  // from the old coordinator before this one started), have run out.
-  void ResumeAfter(int64_t generation, int restarts_used,
-                   std::vector<FailureRecord> failures = {},
-                   TimePoint not_before = TimePoint(),
-                   std::map<int, HostIdentity> previous_hosts = {});
+  // once the old agent's run-on (`previous_run_on`: its lease and fence,
+  // AgentInfo::RunOn), counted from now (it heard from the old coordinator
+  // before this one started), has run out.
+  void ResumeAfter(
+      int64_t generation, int restarts_used,
+      std::vector<FailureRecord> failures = {},
+      TimePoint not_before = TimePoint(),
+      std::map<int, HostIdentity> previous_hosts = {},
+      std::map<int, std::chrono::milliseconds> previous_run_on = {});
 
   // Accepts an agent, or says why not (duplicate or out-of-range
   // machine_rank, a config that differs, a job that takes no agents now).

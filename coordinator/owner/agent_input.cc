@@ -56,6 +56,11 @@ AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request) {
     }
   }
   info.lease = std::chrono::milliseconds(std::max(0, request.lease_ms()));
+  // A fence longer than a minute is no fence worth the name: such an agent
+  // is waited for as one without (the stop grace).
+  if (request.fence_ms() > 0 && request.fence_ms() <= 60000) {
+    info.fence = std::chrono::milliseconds(request.fence_ms());
+  }
   info.config_fingerprint.insert(request.config_fingerprint().begin(),
                                  request.config_fingerprint().end());
   return info;

@@ -33,7 +33,7 @@ void JobRecordKeeper::Resume(const JobRecord& record,
       std::chrono::milliseconds(record.not_before_unix_ms - wall_clock_()),
       std::chrono::milliseconds(0), max_backoff);
   machine.ResumeAfter(record.generation, record.restarts_used, record.failures,
-                      clock_() + rest, record.hosts);
+                      clock_() + rest, record.hosts, record.run_on);
   machine.RestoreCordons(record.cordoned);
   kept_restarts_ = record.restarts_used;
   kept_failures_ = record.failures.size();
@@ -56,6 +56,7 @@ JobRecord JobRecordKeeper::RecordOf(const JobStateMachine& machine,
   record.failures = machine.failures();
   for (const auto& [m, node] : machine.nodes()) {
     record.hosts[m] = node.info.host();
+    record.run_on[m] = node.info.RunOn(machine.settings().stop_grace);
   }
   for (auto& failure : record.failures) failure.exit.last_lines.clear();
   record.cordoned = machine.cordoned();

@@ -65,11 +65,16 @@ absl::Status SaveJobRecord(const std::string& path, const JobRecord& record) {
   for (size_t i = first; i < record.failures.size(); ++i) {
     text += FailureLine(record.failures[i]);
   }
-  // "machine M HOSTNAME HOST_ID" ("-" for an empty one).
+  // "machine M HOSTNAME HOST_ID [RUN_ON_MS]" ("-" for an empty one).
   for (const auto& [m, host] : record.hosts) {
     absl::StrAppend(&text, "machine ", m, " ",
                     host.hostname.empty() ? "-" : host.hostname, " ",
-                    host.host_id.empty() ? "-" : host.host_id, "\n");
+                    host.host_id.empty() ? "-" : host.host_id);
+    auto run_on = record.run_on.find(m);
+    if (run_on != record.run_on.end()) {
+      absl::StrAppend(&text, " ", run_on->second.count());
+    }
+    text += "\n";
   }
   // "cordon FAILURES\tHOSTNAME\tREASON" (no tabs or newlines in either).
   for (const auto& [host, cordon] : record.cordoned) {
@@ -126,12 +131,19 @@ absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(
       std::vector<std::string> words =
           absl::StrSplit(line.substr(space + 1), ' ', absl::SkipEmpty());
       int m = -1;
-      if (words.size() != 3 || !absl::SimpleAtoi(words[0], &m) || m < 0) {
+      int64_t run_on_ms = 0;
+      if ((words.size() != 3 && words.size() != 4) ||
+          !absl::SimpleAtoi(words[0], &m) || m < 0 ||
+          (words.size() == 4 &&
+           (!absl::SimpleAtoi(words[3], &run_on_ms) || run_on_ms < 0))) {
         malformed = true;
         continue;
       }
       record.hosts[m] = HostIdentity{words[1] == "-" ? "" : words[1],
                                      words[2] == "-" ? "" : words[2]};
+      if (words.size() == 4) {
+        record.run_on[m] = std::chrono::milliseconds(run_on_ms);
+      }
       continue;
     }
     fields[key] = line.substr(space + 1);

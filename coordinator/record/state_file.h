@@ -7,6 +7,7 @@
 #ifndef TRL_COORDINATOR_RECORD_STATE_FILE_H_
 #define TRL_COORDINATOR_RECORD_STATE_FILE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -37,6 +38,10 @@ struct JobRecord {
   // Where each machine's agent ran at the last generation's start: after a
   // restart, an agent on another host waits for the old one's lease.
   std::map<int, HostIdentity> hosts;
+  // How long after its last word each of those agents' workers may run on
+  // (its lease and fence): a restarted coordinator waits that long, not
+  // the newcomer's lease, before another host takes the machine (I1).
+  std::map<int, std::chrono::milliseconds> run_on;
   // Hosts cordoned after too many failures: they stay so across a
   // coordinator restart, until `trl-coord uncordon`.
   std::map<std::string, Cordon> cordoned;

@@ -16,6 +16,7 @@
 #include "common/kernel_files.h"
 #include "tests/integration/job_status_probe.h"
 #include "tests/integration/launcher_fixture.h"
+#include "tests/integration/process_state.h"
 #include "tests/integration/tcp_relay.h"
 
 namespace trl::testing {
@@ -170,16 +171,6 @@ TEST_F(LauncherTest, DaemonsRaiseTheirDescriptorLimitAndWorkersKeepTheirs) {
   coord.Wait(seconds(40));
 }
 
-// Whether `pid` runs (a zombie does not count: it is dead, not yet reaped).
-bool Running(pid_t pid) {
-  const std::string text =
-      ReadKernelFile("/proc/" + std::to_string(pid) + "/stat");
-  if (text.empty()) return false;
-  const size_t paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() &&
-         text[paren + 2] != 'Z' && text[paren + 2] != 'X';
-}
-
 TEST_F(LauncherTest, AReplacementAgentEndsWhatAFrozenOneLeftBeforeItsRanksRun) {
   // Machine 1's agent is frozen (SIGSTOP): its workers run on, and it can
   // enforce nothing. A new agent for machine 1 on the same host kills them
@@ -213,7 +204,7 @@ TEST_F(LauncherTest, AReplacementAgentEndsWhatAFrozenOneLeftBeforeItsRanksRun) {
   frozen->Signal(SIGSTOP);
   ASSERT_TRUE(coord->WaitForOutput("machine 1 is lost", seconds(20)))
       << coord->Output();
-  for (pid_t pid : old_workers) ASSERT_TRUE(Running(pid));
+  for (pid_t pid : old_workers) ASSERT_TRUE(ProcessRuns(pid));
 
   auto replacement = StartAgent(2, 4, 1, flags);
   // The moment generation 1 is assigned, generation 0's workers of
@@ -225,7 +216,7 @@ TEST_F(LauncherTest, AReplacementAgentEndsWhatAFrozenOneLeftBeforeItsRanksRun) {
           return false;
         }
         for (pid_t pid : old_workers) {
-          EXPECT_FALSE(Running(pid))
+          EXPECT_FALSE(ProcessRuns(pid))
               << "generation 0's worker " << pid << " runs beside generation 1";
         }
         checked = true;
@@ -419,9 +410,9 @@ TEST_F(LauncherTest, WhatAKilledAgentsWorkersLeftIsEndedByTheNextAgent) {
   first->Wait(seconds(10));
   ASSERT_TRUE(coord->WaitForOutput("disconnected", seconds(20)))
       << coord->Output();
-  ASSERT_TRUE(Running(escaped)) << "the daemon died with its agent anyway";
+  ASSERT_TRUE(ProcessRuns(escaped)) << "the daemon died with its agent anyway";
   auto second = StartAgent(2, 2, 1, flags);
-  EXPECT_TRUE(WaitUntil([&] { return !Running(escaped); }, seconds(10)))
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessRuns(escaped); }, seconds(10)))
       << "the escaped daemon outlived its agent and the next one";
   EXPECT_EQ(coord->Wait(seconds(40)), 0) << coord->Output();
   EXPECT_EQ(second->Wait(seconds(40)), 0) << second->Output();
@@ -472,7 +463,7 @@ TEST_F(LauncherTest, WhatAKilledAgentsWorkersLeftEndsWithItWithoutACgroup) {
   std::this_thread::sleep_for(seconds(2));
   agent.Signal(SIGKILL);
   agent.Wait(seconds(10));
-  EXPECT_TRUE(WaitUntil([&] { return !Running(escaped); }, seconds(5)))
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessRuns(escaped); }, seconds(5)))
       << "the escaped daemon outlived its agent";
   coord->Signal(SIGTERM);
   coord->Wait(seconds(40));

@@ -104,13 +104,13 @@ TEST_F(WorkerGroupTest, StartsAreReportedInOneEventBeforeAnyExit) {
   }
 }
 
-// Starts a worker that exits 0 on SIGUSR1 and otherwise sleeps; returns
-// once its trap is set.
-void StartWorkerThatExitsOnUsr1(WorkerGroup& group) {
+// Starts a worker that runs `on_usr1` on SIGUSR1 and otherwise sleeps;
+// returns once its trap is set.
+void StartWorkerTrappingUsr1(WorkerGroup& group, const std::string& on_usr1) {
   const std::string ready =
       ::testing::TempDir() + "/trl-group-ready-" + std::to_string(getpid());
   std::filesystem::remove(ready);
-  group.Start({Shell(0, "trap 'exit 0' USR1; : > " + ready +
+  group.Start({Shell(0, "trap '" + on_usr1 + "' USR1; : > " + ready +
                             "; while true; do sleep 0.05; done")});
   const auto deadline = steady_clock::now() + seconds(10);
   while (!std::filesystem::exists(ready) && steady_clock::now() < deadline) {
@@ -118,6 +118,10 @@ void StartWorkerThatExitsOnUsr1(WorkerGroup& group) {
   }
   ASSERT_TRUE(std::filesystem::exists(ready));
   std::filesystem::remove(ready);
+}
+
+void StartWorkerThatExitsOnUsr1(WorkerGroup& group) {
+  StartWorkerTrappingUsr1(group, "exit 0");
 }
 
 TEST_F(WorkerGroupTest, StopSendsTheSignalThenKillsAfterTheGrace) {
@@ -137,6 +141,21 @@ TEST_F(WorkerGroupTest, StopOfASignalTheWorkersHaveOnlyKillsAfterTheGrace) {
   WorkerGroup group(0, &console_, recorder_.Events(), milliseconds(300));
   StartWorkerThatExitsOnUsr1(group);
   group.Stop(StopSignal{SIGUSR1, /*workers_have_it=*/true});
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+  const auto seen = recorder_.Seen(2);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].outcome.exit.signal, SIGKILL);
+}
+
+TEST_F(WorkerGroupTest, AShorterGraceCutsTheRunningOneShort) {
+  // An orderly stop gives 60 s; the lease then runs out: the fence's
+  // 200 ms grace wins, and the worker (deaf to SIGUSR1) is killed.
+  WorkerGroup group(0, &console_, recorder_.Events(), seconds(60));
+  StartWorkerTrappingUsr1(group, "");
+  group.Stop(StopSignal{SIGUSR1});
+  EXPECT_FALSE(
+      group.WaitUntilAllExited(steady_clock::now() + milliseconds(500)));
+  group.Stop(StopSignal{SIGTERM, /*workers_have_it=*/true}, milliseconds(200));
   ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
   const auto seen = recorder_.Seen(2);
   ASSERT_EQ(seen.size(), 2u);

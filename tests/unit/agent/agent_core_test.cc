@@ -150,6 +150,25 @@ TEST_F(AgentCoreTest, AcknowledgedDatagramsKeepTheLease) {
   EXPECT_TRUE(core_.LeaseAt(At(7800)).expired);
 }
 
+TEST_F(AgentCoreTest, TheFenceFollowsTheLeaseAndOutlivesTheSession) {
+  // What the guardian enforces: the lease, its grace and the kill grace
+  // from the last word; nothing before a session or during a sweep; still
+  // there once the session is lost (its workers are still stopping).
+  EXPECT_FALSE(core_.FenceDeadline().has_value());
+  Start(0);
+  EXPECT_EQ(core_.FenceDeadline(), At(4000 + 200 + 300));
+  Reply(true, 0, 1000);
+  EXPECT_EQ(core_.FenceDeadline(), At(5500));
+  core_.UdpAcksRead(1, At(2000));
+  EXPECT_EQ(core_.FenceDeadline(), At(6500));
+  core_.SweepStarted();
+  EXPECT_FALSE(core_.FenceDeadline().has_value());
+  core_.SweepEnded();
+  core_.StreamEnded();
+  EXPECT_EQ(core_.FenceDeadline(), At(6500));
+  EXPECT_EQ(core_.FenceBound(), milliseconds(200 + 300 + 200));
+}
+
 TEST_F(AgentCoreTest, TheLeaseIsNotHeldAgainstASweep) {
   Start(0);
   core_.SweepStarted();

@@ -266,6 +266,51 @@ TEST_F(SparesTest, AStandInBringsTheReportOfTheGenerationItRan) {
   EXPECT_EQ(end.finished->phase, JobPhase::kSucceeded);
 }
 
+TEST_F(SparesTest, AFencedMachinesRanksMoveAfterItsLeaseAndFenceNotTheGrace) {
+  // An agent with a guardian (fence 0.7 s) has its workers killed at its
+  // lease's end even when it is frozen: the spare runs its ranks after
+  // lease + fence (4.7 s), not after lease + stop grace + 2 s (11 s).
+  JobStateMachine job(Settings(), now_);
+  Admit(job, Agent(0, "a"));
+  AgentInfo fenced = Agent(1, "b");
+  fenced.fence = milliseconds(700);
+  Admit(job, fenced);
+  Admit(job, Agent(2, "c"));
+  Admit(job, Spare("s"));
+  Start(job);
+  job.AgentDisconnected(1, now_);
+  ASSERT_EQ(job.Tick(now_).handovers.size(), 1u);
+  StopAll(job, 0);
+  Pass(job, milliseconds(4699));
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  Pass(job, milliseconds(1));
+  EXPECT_EQ(Start(job).generation, 1);
+}
+
+TEST_F(SparesTest, AfterACoordinatorRestartASpareWaitsForTheOldAgentsLease) {
+  // Machine 1's agent before the restart had a 12 s lease (with its fence,
+  // 12.7 s); the spare's own is 4 s. The restarted coordinator does not
+  // know when machine 1's agent last heard from its predecessor (before
+  // now): the spare takes the machine after 12.7 s, not after its own
+  // lease and grace (11 s), which would run two copies of ranks 2-3.
+  JobStateMachine job(Settings(), now_);
+  job.ResumeAfter(4, 1, {}, TimePoint(),
+                  {{0, Agent(0, "a").host()},
+                   {1, Agent(1, "b").host()},
+                   {2, Agent(2, "c").host()}},
+                  {{1, milliseconds(12700)}});
+  Admit(job, Agent(0, "a"));
+  Admit(job, Agent(2, "c"));
+  const int key = Admit(job, Spare("s"));
+  Pass(job, milliseconds(12699));
+  EXPECT_TRUE(job.Tick(now_).handovers.empty());
+  Pass(job, milliseconds(1));
+  const Decision tick = job.Tick(now_);
+  ASSERT_EQ(tick.handovers.size(), 1u);
+  EXPECT_EQ(tick.handovers[0].from, key);
+  EXPECT_EQ(tick.handovers[0].to, 1);
+}
+
 TEST_F(SparesTest, ASpareTakesAMachineThatNeverRegistered) {
   // Machine 2's node did not come up: once any earlier agent of it has
   // surely stopped (lease 4 s + grace 5 s + 2 s), the spare takes it.

@@ -65,6 +65,27 @@ TEST(JobStateFileTest, KeepsWhereEachMachineRan) {
   RemoveJobRecord(path);
 }
 
+TEST(JobStateFileTest, KeepsHowLongEachMachinesWorkersMayRunOn) {
+  // A restarted coordinator waits for the old agent's own lease and fence
+  // (I1); a file of an older coordinator, without them, still loads.
+  const std::string path = TempPath("run-on.state");
+  JobRecord record = Record("job-1", 2, 0, "abc");
+  record.hosts[0] = HostIdentity{"node01", "b0a3/pidns:4:4026531836"};
+  record.hosts[1] = HostIdentity{"node02", "c1d4/pidns:4:4026531836"};
+  record.run_on[1] = std::chrono::milliseconds(12700);
+  ASSERT_TRUE(SaveJobRecord(path, record).ok());
+  auto loaded = LoadJobRecord(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ((*loaded)->hosts.size(), 2u);
+  ASSERT_EQ((*loaded)->run_on.size(), 1u);
+  EXPECT_EQ((*loaded)->run_on.at(1), std::chrono::milliseconds(12700));
+
+  std::ofstream(path, std::ios::app) << "machine 2 node03 - -5\n";
+  EXPECT_FALSE(LoadJobRecord(path).ok()) << "a negative run-on";
+  RemoveJobRecord(path);
+}
+
 TEST(JobStateFileTest, KeepsCordonedHosts) {
   // A restarted coordinator keeps what an operator has not cleared.
   const std::string path = TempPath("cordons.state");

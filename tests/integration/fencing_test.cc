@@ -1,0 +1,141 @@
+// Fencing with the real daemons on loopback: a frozen agent (SIGSTOP) can
+// stop nothing, yet its workers end at its lease's end, killed by its
+// guardian (agent/fence_page.h); a spare runs the frozen machine's ranks
+// only once they have (invariant 1: one copy of a rank at a time).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/integration/launcher_fixture.h"
+#include "tests/integration/process_state.h"
+#include "tests/integration/subprocess.h"
+
+namespace trl::testing {
+namespace {
+
+// Generation 0 runs until it is killed; later generations say where they
+// run and end.
+const std::vector<std::string> kWorker = {
+    "/bin/sh", "-c",
+    "echo start gen $TRL_GENERATION rank $RANK machine $TRL_MACHINE_RANK "
+    "pid $$; if [ \"$TRL_GENERATION\" = 0 ]; then exec sleep 60; fi"};
+
+class FencingTest : public LauncherTest {
+ protected:
+  // The pids of generation 0's ranks `ranks` (a regex alternative) as the
+  // agent printed them.
+  std::vector<pid_t> GenerationZeroPids(const Subprocess& agent,
+                                        const std::string& ranks) {
+    const std::regex started("start gen 0 rank (" + ranks +
+                             ") machine [0-9]+ pid ([0-9]+)");
+    const std::string out = agent.Stdout();
+    std::vector<pid_t> pids;
+    for (std::sregex_iterator it(out.begin(), out.end(), started), end;
+         it != end; ++it) {
+      pids.push_back(std::stoi((*it)[2]));
+      worker_pids_.insert(pids.back());
+    }
+    return pids;
+  }
+
+  static bool AnyRuns(const std::vector<pid_t>& pids) {
+    for (pid_t pid : pids) {
+      if (ProcessRuns(pid)) return true;
+    }
+    return false;
+  }
+};
+
+TEST_F(FencingTest, AFrozenAgentsWorkersEndAtItsLeaseWithoutIt) {
+  // The agent stays frozen throughout: only its guardian can end its
+  // workers. Without the fence they would run until the agent is thawed.
+  const std::vector<std::string> flags = {
+      "--heartbeat_interval", "0.2", "--lease",    "2",
+      "--max_restarts",       "1",   "--no_python"};
+  auto frozen = StartAgent(2, 2, 1, flags);
+  auto coord = StartCoordinator(2, 2, kWorker, flags);
+  ASSERT_TRUE(frozen->WaitForOutput("start gen 0 rank 1", seconds(20)))
+      << frozen->Output() << coord->Output();
+  const std::vector<pid_t> old_workers = GenerationZeroPids(*frozen, "1");
+  ASSERT_EQ(old_workers.size(), 1u) << frozen->Output();
+
+  frozen->Signal(SIGSTOP);
+  ASSERT_TRUE(coord->WaitForOutput("machine 1 is lost", seconds(20)))
+      << coord->Output();
+  EXPECT_TRUE(WaitUntil([&] { return !AnyRuns(old_workers); }, seconds(10)))
+      << "the frozen agent's worker still runs\n"
+      << coord->Output();
+  EXPECT_TRUE(
+      frozen->WaitForOutput("kept its workers past its lease", seconds(5)))
+      << frozen->Output();
+
+  // Thawed, it rejoins and runs the next generation: the job succeeds.
+  frozen->Signal(SIGCONT);
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output() << frozen->Output();
+  EXPECT_EQ(frozen->Wait(seconds(30)), 0) << frozen->Output();
+}
+
+TEST_F(FencingTest, ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone) {
+  // Machine 1's agent is frozen past its lease and the stop grace and
+  // stays so until the spare runs its ranks. Before the fence the spare
+  // started ranks 2-3 at loss + lease + stop grace + 2 s while the frozen
+  // machine's ran on: two copies of a rank (I1).
+  const std::vector<std::string> flags = {
+      "--heartbeat_interval", "0.2", "--lease",    "2", "--stop_grace", "1",
+      "--max_restarts",       "1",   "--no_python"};
+  auto frozen = StartAgent(2, 4, 1, flags);
+  std::vector<std::string> spare_argv = {TRL_AGENT_BIN, "--spare"};
+  for (auto& flag : ClusterFlags(2, 4)) spare_argv.push_back(flag);
+  for (auto& flag : flags) spare_argv.push_back(flag);
+  Subprocess spare(spare_argv);
+  auto coord = StartCoordinator(2, 4, kWorker, flags);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string out = frozen->Stdout();
+        return out.find("start gen 0 rank 2") != std::string::npos &&
+               out.find("start gen 0 rank 3") != std::string::npos;
+      },
+      seconds(20)))
+      << frozen->Output() << coord->Output();
+  const std::vector<pid_t> old_workers = GenerationZeroPids(*frozen, "2|3");
+  ASSERT_EQ(old_workers.size(), 2u) << frozen->Output();
+
+  frozen->Signal(SIGSTOP);
+  const auto frozen_at = std::chrono::steady_clock::now();
+  // The moment the spare starts a rank of machine 1, the frozen machine's
+  // are gone.
+  bool checked = false;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        if (spare.Stdout().find("start gen 1 rank 2") == std::string::npos) {
+          return false;
+        }
+        EXPECT_FALSE(AnyRuns(old_workers))
+            << "generation 0's ranks 2-3 run beside the spare's";
+        checked = true;
+        return true;
+      },
+      seconds(30)))
+      << coord->Output() << spare.Output();
+  EXPECT_TRUE(checked);
+  const auto took_over = std::chrono::steady_clock::now() - frozen_at;
+  frozen->Signal(SIGCONT);
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_EQ(spare.Wait(seconds(30)), 0) << spare.Output();
+  // Thawed, it tries to rejoin a job that has ended; it is not waited for.
+  frozen->Signal(SIGTERM);
+  frozen->Wait(seconds(10));
+  std::cout << "spare took over "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took_over)
+                   .count()
+            << " ms after the freeze\n";
+}
+
+}  // namespace
+}  // namespace trl::testing
