@@ -42,11 +42,11 @@ done
 # VIOLATION line expected)
 # ~ slow (left out by --quick)
 mutants=(
-  "pdeathsig-removed~cxx~agent/worker_process.cc~s/prctl(PR_SET_PDEATHSIG, SIGKILL);/(void)0;/~LauncherTest.KilledAgentFailsTheJobAndItsWorkersDie~"
-  "agent-lease-without-grace~cxx~agent/agent_core.cc~s/  } else if (now - \\*expired_looking_since_ >= settings_.lease_grace) {/  } else if (true) {/~AgentCoreTest.TheLeaseRunsOutOnlyAfterItsLengthAndTheGrace~"
-  "agent-stop-unfenced~cxx~agent/agent_core.cc~s/      if (running_generation_ < 0 || stop.generation() != running_generation_) {/      if (false) {/~AgentCoreTest.AStopOrderOfAnotherGenerationIsIgnored~"
-  "agent-datagrams-alone-unacked~cxx~agent/agent_core.cc~s/  beat.stream = !(udp_open_ \\&\\& last_datagram_acked);/  beat.stream = !udp_open_;/~AgentCoreTest.HeartbeatsGoOnTheStreamUntilDatagramsAreAcknowledged~"
-  "orphan-sweep-removed~cxx~agent/orphans.cc~/^int KillOrphansOfGeneration(/a\\  return 0;~WorkerCleanupTest.SubreaperKillsADaemonThatClearedItsEnvironment~"
+  "pdeathsig-removed~cxx~agent/workers/worker_process.cc~s/prctl(PR_SET_PDEATHSIG, SIGKILL);/(void)0;/~LauncherTest.KilledAgentFailsTheJobAndItsWorkersDie~"
+  "agent-lease-without-grace~cxx~agent/core/agent_core.cc~s/  } else if (now - \\*expired_looking_since_ >= settings_.lease_grace) {/  } else if (true) {/~AgentCoreTest.TheLeaseRunsOutOnlyAfterItsLengthAndTheGrace~"
+  "agent-stop-unfenced~cxx~agent/core/agent_core.cc~s/      if (running_generation_ < 0 || stop.generation() != running_generation_) {/      if (false) {/~AgentCoreTest.AStopOrderOfAnotherGenerationIsIgnored~"
+  "agent-datagrams-alone-unacked~cxx~agent/core/agent_core.cc~s/  beat.stream = !(udp_open_ \\&\\& last_datagram_acked);/  beat.stream = !udp_open_;/~AgentCoreTest.HeartbeatsGoOnTheStreamUntilDatagramsAreAcknowledged~"
+  "orphan-sweep-removed~cxx~agent/cleanup/orphans.cc~/^int KillOrphansOfGeneration(/a\\  return 0;~WorkerCleanupTest.SubreaperKillsADaemonThatClearedItsEnvironment~"
   "token-check-removed~cxx~common/derived_identity.cc~s/reinterpret_cast<const unsigned char\*>(token.data()), token.size(),/reinterpret_cast<const unsigned char*>(\"x\"), 1,/~AuthTest.AgentsWithoutTheRightTokenAreRefused~"
   "replacement-before-old-lease~cxx~coordinator/job/membership.cc~s/  return now >= machines_.ReplacementsAllowedAt();/  return true;/~JobRestartTest.AnotherAgentGetsALostMachinesRanksOnlyAfterItsLease~"
   "generation-started-unpersisted~cxx~coordinator/owner/core_generation.cc~s/  if (!prepared.kept.ok()) {/  if (false) {/~JobPersistenceTest.AGenerationThatCannotBeKeptDoesNotStart~"
