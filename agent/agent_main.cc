@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "agent/agent.h"
-#include "agent/job_guardian.h"
-#include "agent/orphans.h"
-#include "agent/worker_cgroup.h"
+#include "agent/cleanup/job_guardian.h"
+#include "agent/cleanup/orphans.h"
+#include "agent/session/agent.h"
+#include "agent/workers/worker_cgroup.h"
 #include "common/auth_token.h"
 #include "common/cli_errors.h"
 #include "common/daemon_process.h"

@@ -28,7 +28,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/agent_channel.h"
+#include "agent/link/agent_channel.h"
 #include "bench/sim/sim_agent.h"
 #include "common/accelerate_config.h"
 #include "common/auth_token.h"
@@ -129,8 +129,8 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // One absl::Mutex per simulated agent (agent/shared_agent_core.h): the
-  // lock-order graph that absl keeps for deadlock detection then took a
+  // One absl::Mutex per simulated agent (agent/session/shared_agent_core.h):
+  // the lock-order graph that absl keeps for deadlock detection then took a
   // third of this process's CPU at 16,384 agents (GraphCycles::GetId), CPU
   // the coordinator it measures shares. A real agent has one such lock.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -1,5 +1,5 @@
 // One simulated agent: a real gRPC stream to the real coordinator, run by
-// the real agent's core (agent/agent_core.h: registration, lease, fencing,
+// the real agent's core (agent/core/agent_core.h: registration, lease, fencing,
 // heartbeat path, stop handling), but spawning no processes: its "workers"
 // start the moment the core starts them and exit the moment the core
 // signals them. Many live in one process (trl-agent-sim); they hold no
@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent_core.h"
-#include "agent/heartbeat_sequence.h"
+#include "agent/core/agent_core.h"
+#include "agent/link/heartbeat_sequence.h"
 #include "bench/sim/sim_datagrams.h"
 #include "proto/trl_launch.grpc.pb.h"
 

@@ -75,7 +75,7 @@ absl::Status JobMembership::Register(const AgentInfo& agent, JobPhase phase,
     // An agent on the host that was lost may have the machine's ranks at
     // once: the one that was lost stopped its workers before it
     // reconnected, and a new one killed what an earlier one left there
-    // before it registered (agent/stale_workers.h). An agent on another
+    // before it registered (agent/cleanup/stale_workers.h). An agent on another
     // host only once the old one's workers have surely stopped (I1: one
     // generation of a rank at a time), even if it is frozen or cut off.
     // What agents on other hosts (an earlier holder the last one took

@@ -42,8 +42,8 @@ struct WorkerExit {
 // Which machine and process namespace an agent runs in: its hostname, and
 // the kernel's boot id with its pid namespace (common/host_identity.h). Two
 // agents are on the same host only if both agree: then a new agent can see,
-// and kill, what an old one left (agent/stale_workers.h). A hostname alone
-// is not enough (cloned machines, containers named alike).
+// and kill, what an old one left (agent/cleanup/stale_workers.h). A hostname
+// alone is not enough (cloned machines, containers named alike).
 struct HostIdentity {
   std::string hostname;
   std::string host_id;  // empty: unknown (never the same host as anything)

@@ -365,7 +365,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                              idle_connection_ms);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Agents' liveness is their heartbeats' business; pings only find dead
-  // TCP connections (see agent/agent_channel.cc).
+  // TCP connections (see agent/link/agent_channel.cc).
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   builder.AddChannelArgument(

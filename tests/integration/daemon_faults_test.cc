@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/worker_cgroup.h"
+#include "agent/workers/worker_cgroup.h"
 #include "common/kernel_files.h"
 #include "tests/integration/job_status_probe.h"
 #include "tests/integration/launcher_fixture.h"

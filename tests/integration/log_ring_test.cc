@@ -1,6 +1,7 @@
-// The agent's kept worker output for `trl-coord logs` (agent/log_ring.h):
-// bounded rings, subscriptions, and drops instead of waits.
-#include "agent/log_ring.h"
+// The agent's kept worker output for `trl-coord logs`
+// (agent/console/log_ring.h): bounded rings, subscriptions, and drops instead
+// of waits.
+#include "agent/console/log_ring.h"
 
 #include <gtest/gtest.h>
 

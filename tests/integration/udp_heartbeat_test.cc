@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/udp_heartbeat_sender.h"
+#include "agent/link/udp_heartbeat_sender.h"
 #include "common/heartbeat_datagram.h"
 #include "tests/integration/job_status_probe.h"
 #include "tests/integration/launcher_fixture.h"

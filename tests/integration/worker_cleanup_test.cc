@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/orphans.h"
-#include "agent/process_facts.h"
-#include "agent/worker_cgroup.h"
-#include "agent/worker_process.h"
+#include "agent/cleanup/orphans.h"
+#include "agent/cleanup/process_facts.h"
+#include "agent/workers/worker_cgroup.h"
+#include "agent/workers/worker_process.h"
 #include "tests/integration/subprocess.h"
 
 namespace trl {

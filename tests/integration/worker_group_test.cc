@@ -1,6 +1,6 @@
 // The agent's worker group with real processes: how starts and exits are
 // reported, and what a stop sends.
-#include "agent/worker_group.h"
+#include "agent/workers/worker_group.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -2,7 +2,7 @@
 // worker prints (a 5 MiB line, output without newlines), every byte still
 // reaches the console, and a log file that cannot be written is reported.
 // With the real binaries: a successful job that prints huge lines succeeds.
-#include "agent/worker_output.h"
+#include "agent/workers/worker_output.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

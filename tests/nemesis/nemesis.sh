@@ -97,7 +97,7 @@
 #      nemesis.sh BUILD --seed 1 --seconds 30 --only cross_host_takeover
 #    passes (7 generations instead of 3: the ranks do move at once). The
 #    test hosts share one PID namespace, so the replacement agent's sweep of
-#    stale workers (agent/stale_workers.cc: processes with the same
+#    stale workers (agent/cleanup/stale_workers.cc: processes with the same
 #    TRL_LAUNCH_COORDINATOR and TRL_MACHINE_RANK), which on a real cluster sees
 #    only its own host, kills the frozen old agent and its workers on the
 #    other test host before it takes the ranks. Catching it needs a PID

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""The coordinator's rooms keep their order, and its job library stays pure.
+"""The rooms of both daemons keep their order, and their pure parts stay pure.
 
   check_rooms.py SOURCE_DIR [CXX]
 
 1. Each room of coordinator/ includes only the rooms below it (ROOMS), and
    common/ and agent/ include no room at all.
-2. coordinator/job/ is pure: what its sources pull in, read from the
+2. Each room of agent/ includes only the rooms below it (AGENT_ROOMS);
+   common/ and the coordinator's rooms include nothing of agent/ (only
+   coord_main.cc, which runs machine 0's agent, does).
+3. agent/core/ reads no clock, starts no thread, takes no lock, does no
+   I/O and includes no gRPC: the agent's decisions, driven by its edge.
+4. coordinator/job/ is pure: what its sources pull in, read from the
    compiler's own list of headers (-H), holds no gRPC, protobuf, spdlog,
    socket, thread, lock or stream header and no project header but its own
    and common/rank_layout.h; and its sources read no clock, start no thread
@@ -31,6 +36,16 @@ ROOMS = {
     'cli': {'job', 'record', 'status'},
 }
 
+# An agent room -> the agent rooms it may include (docs/agent-rooms.md).
+AGENT_ROOMS = {
+    'core': set(),
+    'console': set(),
+    'link': set(),
+    'workers': {'console'},
+    'cleanup': {'workers', 'console'},
+    'session': {'core', 'console', 'link', 'workers', 'cleanup'},
+}
+
 FORBIDDEN_HEADERS = [
     (r'/grpc(pp)?/|/grpc\+\+/', 'gRPC'),
     (r'/google/protobuf/', 'protobuf'),
@@ -53,6 +68,8 @@ FORBIDDEN_CODE = [
     (r'\b(sleep|usleep|nanosleep)\s*\(|\bsleep_for\b', 'sleeps'),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(coordinator/([a-z_]+)/[^"]+)"', re.M)
+AGENT_INCLUDE = re.compile(r'^\s*#\s*include\s+"(agent/(?:([a-z_]+)/)?[^"/]+)"', re.M)
+GRPC_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"](grpc(pp)?/[^">]+|[^">]*\.grpc\.pb\.h)[">]', re.M)
 
 
 def sources(root, folder):
@@ -87,6 +104,45 @@ def check_order(root):
         full = os.path.join(root, 'coordinator', name)
         if os.path.isdir(full) and name not in ROOMS:
             faults.append(f'coordinator/{name}/: a folder that is no room of ROOMS')
+    return faults
+
+
+def check_agent_order(root):
+    faults = []
+    for room, allowed in AGENT_ROOMS.items():
+        for path in sources(root, 'agent/' + room):
+            for m in AGENT_INCLUDE.finditer(open(path, encoding='utf-8').read()):
+                other = m.group(2)
+                if other == room:
+                    continue
+                if other not in AGENT_ROOMS:
+                    faults.append(f'{rel(root, path)}: includes {m.group(1)}, in no '
+                                  f'agent room (rooms: {", ".join(AGENT_ROOMS)})')
+                elif other not in allowed:
+                    faults.append(f'{rel(root, path)}: the agent\'s {room} room includes '
+                                  f'{m.group(1)}; {room} may include only '
+                                  f'{", ".join(sorted(allowed)) or "no other room"}')
+    for folder in ['common'] + ['coordinator/' + r for r in ROOMS]:
+        for path in sources(root, folder):
+            for m in AGENT_INCLUDE.finditer(open(path, encoding='utf-8').read()):
+                faults.append(f'{rel(root, path)}: {folder}/ includes {m.group(1)}')
+    for name in os.listdir(os.path.join(root, 'agent')):
+        full = os.path.join(root, 'agent', name)
+        if os.path.isdir(full) and name not in AGENT_ROOMS:
+            faults.append(f'agent/{name}/: a folder that is no room of AGENT_ROOMS')
+    return faults
+
+
+def check_pure_agent_core(root):
+    faults = []
+    for path in sources(root, 'agent/core'):
+        text = open(path, encoding='utf-8').read()
+        code = re.sub(r'//[^\n]*', '', text)
+        for pattern, what in FORBIDDEN_CODE + [(GRPC_INCLUDE.pattern, 'includes gRPC')]:
+            for m in re.finditer(pattern, code, re.M):
+                line = code.count('\n', 0, m.start()) + 1
+                faults.append(f'{rel(root, path)}:{line}: the agent\'s core {what} '
+                              f'({m.group(0).strip()})')
     return faults
 
 
@@ -141,13 +197,19 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else '.'
     cxx = sys.argv[2] if len(sys.argv) > 2 else 'c++'
     order, pure = check_order(root), check_pure_job(root, cxx)
-    for f in order + pure:
+    agent_order, agent_core = check_agent_order(root), check_pure_agent_core(root)
+    for f in order + agent_order + agent_core + pure:
         print('FAIL:', f)
     if not order:
-        print('ok: every room includes only the rooms below it')
+        print('ok: every room of coordinator/ includes only the rooms below it')
+    if not agent_order:
+        print('ok: every room of agent/ includes only the rooms below it')
+    if not agent_core:
+        print(f'ok: agent/core has no clock, thread, lock, I/O or gRPC '
+              f'({len(sources(root, "agent/core"))} files)')
     if not pure:
         print(f'ok: coordinator/job is pure ({len(sources(root, "coordinator/job"))} files)')
-    return 1 if order or pure else 0
+    return 1 if order or pure or agent_order or agent_core else 0
 
 
 if __name__ == '__main__':

@@ -1,0 +1,45 @@
+// What /proc says about another process, for the agent's sweeps of what
+// workers left behind (orphans.h, stale_workers.h).
+#ifndef TRL_AGENT_CLEANUP_PROCESS_FACTS_H_
+#define TRL_AGENT_CLEANUP_PROCESS_FACTS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace trl {
+
+struct ProcessLinks {
+  char state = '?';  // R, S, D, T, Z (zombie), ...
+  pid_t parent = -1;
+  pid_t group = -1;
+  // Clock ticks after boot: with the pid, names one process for good (a
+  // pid is used again once its process is gone).
+  unsigned long long start_time = 0;
+};
+
+// State, parent, process group and start time from /proc/PID/stat; false
+// if it is gone.
+bool ReadProcessLinks(pid_t pid, ProcessLinks* links);
+
+// Whether `pid` exists and is not a zombie (dead, not yet reaped).
+bool IsRunning(pid_t pid);
+
+// Whether a process of group `group` exists that is not a zombie.
+bool GroupHasRunningMembers(pid_t group);
+
+// Whether the initial environment of `pid` holds both entries ("NAME=value"
+// each, exactly); false when it cannot be read.
+bool EnvironmentHasBoth(pid_t pid, const std::string& first,
+                        const std::string& second);
+
+// /proc/PID/comm, or "".
+std::string CommandNameOf(pid_t pid);
+
+// Every pid in /proc.
+std::vector<pid_t> AllProcesses();
+
+}  // namespace trl
+
+#endif  // TRL_AGENT_CLEANUP_PROCESS_FACTS_H_

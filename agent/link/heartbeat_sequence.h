@@ -1,0 +1,45 @@
+// The heartbeat datagrams of one agent's session (common/heartbeat_datagram.h)
+// without a socket: each heartbeat signed with the session's key and a
+// rising counter, and which of the coordinator's acks count: only a valid
+// ack of this session and machine, for a heartbeat sent, newer than every
+// one before (a replayed ack, say a frozen coordinator's old answer, must
+// not keep the lease). A real agent has one per socket
+// (udp_heartbeat_sender.h); the simulator has one per simulated agent, all
+// on one socket.
+#ifndef TRL_AGENT_LINK_HEARTBEAT_SEQUENCE_H_
+#define TRL_AGENT_LINK_HEARTBEAT_SEQUENCE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/heartbeat_datagram.h"
+
+namespace trl {
+
+class HeartbeatSequence {
+ public:
+  HeartbeatSequence(int machine_rank, uint64_t session, std::string_view key);
+  HeartbeatSequence(const HeartbeatSequence&) = delete;
+  HeartbeatSequence& operator=(const HeartbeatSequence&) = delete;
+
+  // The next heartbeat's bytes.
+  std::string Next();
+  // Whether `bytes` is an ack that counts (and from now on, the newest).
+  bool Accept(std::string_view bytes);
+  // Whether the last heartbeat made has been acknowledged (false before
+  // the first).
+  bool LastAcked() const { return counter_ > 0 && acked_ == counter_; }
+  int machine_rank() const { return machine_rank_; }
+
+ private:
+  const int machine_rank_;
+  const uint64_t session_;
+  HeartbeatKey key_;
+  uint64_t counter_ = 0;  // of the last heartbeat made
+  uint64_t acked_ = 0;    // the highest acknowledged
+};
+
+}  // namespace trl
+
+#endif  // TRL_AGENT_LINK_HEARTBEAT_SEQUENCE_H_

@@ -1,0 +1,324 @@
+#include "agent/session/agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "agent/cleanup/job_guardian.h"
+#include "agent/link/agent_channel.h"
+#include "agent/session/agent_session.h"
+#include "common/host_identity.h"
+#include "common/logging.h"
+#include "common/network.h"
+#include "common/private_files.h"
+#include "common/tls_credentials.h"
+#include "common/utf8.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+namespace fs = std::filesystem;
+using std::chrono::steady_clock;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("agent"); }
+
+AgentCoreSettings CoreSettings(const AgentOptions& options) {
+  AgentCoreSettings settings;
+  settings.heartbeat_interval = options.heartbeat_interval;
+  settings.lease = options.lease;
+  settings.udp_heartbeats = options.udp_heartbeats;
+  settings.spare = options.spare;
+  settings.connect_timeout = options.connect_timeout;
+  settings.reconnect_timeout = options.reconnect_timeout;
+  return settings;
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, Console* console)
+    : options_(std::move(options)),
+      console_(console),
+      core_(CoreSettings(options_)) {
+  core_.PublishFenceTo(GuardianFencePage());
+}
+
+Agent::~Agent() = default;
+
+int Agent::StopExitCode() {
+  return core_.With([](AgentCore& core) { return core.StopExitCode(); });
+}
+
+bool Agent::WaitForCoordinator(
+    std::shared_ptr<grpc::Channel>& channel,
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    std::chrono::milliseconds timeout, bool* refused) {
+  const std::string target =
+      JoinHostPort(options_.coordinator_host, options_.coordinator_port);
+  const auto started = steady_clock::now();
+  bool told = false;
+  // False once the wait should end: a stop was asked for, or the timeout.
+  auto keep_waiting = [&] {
+    if (StopExitCode() != 0) return false;
+    if (steady_clock::now() - started > timeout) {
+      Log()->error("the coordinator at {} did not answer within {} s", target,
+                   timeout.count() / 1000.0);
+      return false;
+    }
+    if (!told && steady_clock::now() - started > std::chrono::seconds(1)) {
+      Log()->info("waiting for the coordinator at {}", target);
+      told = true;
+    }
+    return true;
+  };
+  // Until the port answers, probe it ourselves: gRPC's own reconnect
+  // backoff (20 ms, x1.6, jittered) left an agent that started with its
+  // coordinator waiting a further ~100 ms in half of the runs. A port that
+  // is not open yet cannot be waited on, only asked: every 2 ms for the
+  // first second by the agents of a small job (64 machines at most: 32,000
+  // refused SYNs a second at worst), every 10 ms otherwise and after (at
+  // 16,384 agents that is already 1.6 million a second at the
+  // coordinator's host while it starts).
+  const auto probing_since = steady_clock::now();
+  const bool small_job = options_.config.num_machines <= 64;
+  while (!TcpPortAnswers(options_.coordinator_host, options_.coordinator_port,
+                         200)) {
+    if (!keep_waiting()) return false;
+    const bool fast = small_job && steady_clock::now() - probing_since <
+                                       std::chrono::seconds(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(fast ? 2 : 10));
+  }
+  // The port answers: a fresh channel connects now, with no backoff left
+  // from failed attempts.
+  channel = AgentChannel(target, credentials, options_.identity.has_value());
+  // The port answers but no connection comes up. A coordinator that holds
+  // another token (or is not a trl-coord) fails each TLS handshake at
+  // once, and will not change its mind: after 5 such failures, stop. A
+  // stalled coordinator (frozen, paused) leaves the handshake hanging
+  // instead; that is waited for like any absence, up to the timeout.
+  // A handshake refused at once (another token, not a trl-coord) puts the
+  // channel in TRANSIENT_FAILURE within milliseconds, and it stays there
+  // (pick_first keeps the state while it retries): after 5 s of that, stop.
+  // A stalled coordinator (frozen, paused) leaves the handshake hanging
+  // until gRPC's connect deadline (20 s) instead: that is waited for like
+  // any absence, up to the timeout.
+  const auto attempt_started = steady_clock::now();
+  std::optional<steady_clock::time_point> refused_since;
+  grpc_connectivity_state state = channel->GetState(true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (!keep_waiting()) return false;
+    if (channel->WaitForStateChange(state,
+                                    std::chrono::system_clock::now() +
+                                        std::chrono::milliseconds(200))) {
+      state = channel->GetState(true);
+    }
+    const auto now = steady_clock::now();
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !refused_since &&
+        now - attempt_started < std::chrono::seconds(3)) {
+      refused_since = now;
+    }
+    if (refused != nullptr && refused_since &&
+        state == GRPC_CHANNEL_TRANSIENT_FAILURE &&
+        now - *refused_since > std::chrono::seconds(5)) {
+      Log()->error(
+          "cannot authenticate with the coordinator at {}: its port answers "
+          "but the TLS handshake fails ({}); nothing was sent to it",
+          target,
+          options_.identity
+              ? "its token differs from this agent's, or it is not a trl-coord"
+              : "its certificate is not signed by --tls_ca (or, without "
+                "--tls_ca, by a CA of this system), its name is not the "
+                "address dialled, or it wants a client certificate");
+      *refused = true;
+      return false;
+    }
+  }
+  return true;
+}
+
+int Agent::Run() {
+  const bool derived = options_.identity.has_value();
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (derived) {
+    credentials = DerivedClientCredentials(*options_.identity);
+  } else {
+    auto files = ClientCredentials(
+        TlsFiles{options_.tls_cert, options_.tls_key, options_.tls_ca});
+    if (!files.ok()) {
+      Log()->error("{}", std::string(files.status().message()));
+      return 2;
+    }
+    credentials = *files;
+  }
+  const std::string target =
+      JoinHostPort(options_.coordinator_host, options_.coordinator_port);
+  auto channel = AgentChannel(target, credentials, derived);
+  // Per-rank files when no log_dir is given; removed when the agent ends.
+  // mkdtemp: a fresh name, mode 0700, so that nothing another user planted
+  // in a shared $TMPDIR is used.
+  // Workers of another user must reach it: under /tmp then, whose
+  // ancestors anyone may traverse (a private $TMPDIR may not be).
+  std::string scratch_template =
+      ((options_.worker_user ? fs::path("/tmp") : fs::temp_directory_path()) /
+       absl::StrCat("trl-launch-",
+                    options_.spare
+                        ? std::string("spare")
+                        : absl::StrCat("m", options_.config.machine_rank),
+                    "-XXXXXX"))
+          .string();
+  std::string scratch_dir;
+  if (mkdtemp(scratch_template.data()) != nullptr) {
+    scratch_dir = scratch_template;
+    // Workers of another user reach their files and the store's public
+    // certificate by name; nobody can list what is there.
+    if (options_.worker_user) chmod(scratch_dir.c_str(), 0711);
+  } else {
+    Log()->warn(
+        "cannot create a scratch directory {}: {}; workers get no "
+        "error or heartbeat files unless --log_dir is set",
+        scratch_template, std::strerror(errno));
+  }
+  std::mt19937 random(getpid());
+  auto jittered_pause = [&random] {
+    const int pause_ms = std::uniform_int_distribution<int>(50, 500)(random);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    return pause_ms;
+  };
+  int exit_code = 1;
+  auto unreachable_since = steady_clock::now();
+  // Workers verify the coordinator's store with the identity's certificate
+  // (public); the private key stays in this process.
+  const std::string host_id = LocalHostId();
+  std::string store_certificate;
+  if (derived && !scratch_dir.empty()) {
+    store_certificate = scratch_dir + "/coordinator.pem";
+    if (!WriteFileAtomically(store_certificate,
+                             options_.identity->certificate_pem, 0644)
+             .ok()) {
+      store_certificate.clear();
+    }
+  }
+  while (true) {
+    // The first connection may wait for the whole rendezvous; after a lost
+    // coordinator, only for the reconnect timeout. Once a handshake with
+    // this coordinator has succeeded, it has proved it holds the token: a
+    // later handshake that fails is the network's or a frozen or flooded
+    // coordinator's doing, and is waited out, never taken for a refusal
+    // (nemesis, seed 1: an agent reconnecting to a coordinator that had
+    // been frozen for 3 s gave up with exit 2 and its job never finished).
+    const auto [wait_limit, may_be_refused] = core_.With([](AgentCore& core) {
+      return std::make_pair(core.WaitLimit(), core.HandshakeMayBeRefusal());
+    });
+    bool refused = false;
+    if (!WaitForCoordinator(channel, credentials, wait_limit,
+                            may_be_refused ? &refused : nullptr)) {
+      exit_code = StopExitCode() != 0 ? StopExitCode() : refused ? 2 : 1;
+      break;
+    }
+    std::string address = options_.advertise_addr;
+    if (address.empty()) {
+      // No route now (a link is down) is a reason to wait, not to give up.
+      auto local = LocalAddressTowards(options_.coordinator_host,
+                                       options_.coordinator_port);
+      if (!local.ok()) {
+        if (steady_clock::now() - unreachable_since > wait_limit) {
+          Log()->error("{}", std::string(local.status().message()));
+          break;
+        }
+        Log()->warn("{}; retrying", std::string(local.status().message()));
+        jittered_pause();
+        if (StopExitCode() != 0) {
+          exit_code = StopExitCode();
+          break;
+        }
+        continue;
+      }
+      address = *local;
+    }
+    unreachable_since = steady_clock::now();
+    AgentOptions session_options = options_;
+    session_options.interface_name = InterfaceWithAddress(address);
+    if (derived) session_options.tls_ca = store_certificate;
+
+    pb::AgentRegistration registration;
+    registration.set_machine_rank(options_.config.machine_rank);
+    registration.set_hostname(ToValidUtf8(LocalHostName()));  // any bytes
+    registration.set_host_id(host_id);
+    registration.set_advertise_addr(address);
+    registration.set_interface_name(session_options.interface_name);
+    registration.set_local_device_count(options_.local_gpu_count);
+    registration.set_local_world_size(options_.config.ProcessesPerMachine());
+    registration.set_agent_pid(getpid());
+    registration.set_checks_command(true);
+    registration.set_lease_ms(static_cast<int32_t>(options_.lease.count()));
+    if (GuardianFencePage() != nullptr) {
+      registration.set_fence_ms(static_cast<int32_t>(
+          core_.With([](AgentCore& core) { return core.FenceBound(); })
+              .count()));
+    }
+    for (const auto& [key, value] : AgreementFingerprint(options_.config)) {
+      (*registration.mutable_config_fingerprint())[key] = value;
+    }
+    for (const auto& [key, value] : options_.launcher_fingerprint) {
+      (*registration.mutable_config_fingerprint())[key] = value;
+    }
+
+    AgentSession session(session_options, console_, channel, scratch_dir,
+                         &core_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (StopExitCode() != 0) {
+        exit_code = StopExitCode();
+        break;
+      }
+      session_ = &session;
+    }
+    const SessionEnd end = session.Run(registration);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      session_ = nullptr;
+    }
+    const AgentCore::Next next =
+        core_.With([&](AgentCore& core) { return core.AfterSession(end); });
+    exit_code = next.exit_code;
+    if (!next.rejoin) break;
+    channel = AgentChannel(target, credentials, derived);
+    // Rejoin: after a jittered pause, so that a whole cluster that lost its
+    // coordinator does not reconnect in one burst.
+    Log()->info("reconnecting to the coordinator after {} ms",
+                jittered_pause());
+    unreachable_since = steady_clock::now();
+  }
+  std::error_code ignored;
+  if (!scratch_dir.empty()) fs::remove_all(scratch_dir, ignored);
+  return exit_code;
+}
+
+void Agent::RequestStop(const StopSignal& signal) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto [escalate, effects] = core_.With([&](AgentCore& core) {
+    const bool again = core.StopExitCode() != 0;
+    return std::make_pair(again, core.StopRequested(signal));
+  });
+  if (escalate) {
+    Log()->warn("received {} again: killing the workers now",
+                SignalName(signal.number));
+  } else {
+    Log()->info(
+        "received {}: stopping the workers (a second signal kills them at "
+        "once)",
+        SignalName(signal.number));
+  }
+  if (session_) session_->Apply(effects);
+}
+
+}  // namespace trl

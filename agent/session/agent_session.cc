@@ -1,0 +1,583 @@
+#include "agent/session/agent_session.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "agent/cleanup/orphans.h"
+#include "agent/cleanup/stale_workers.h"
+#include "common/auth_token.h"
+#include "common/logging.h"
+#include "common/network.h"
+#include "common/private_files.h"
+#include "common/stop_signals.h"
+#include "common/utf8.h"
+#include "common/worker_command.h"
+
+namespace trl {
+
+namespace pb = trl::launch::v1;
+namespace fs = std::filesystem;
+using std::chrono::steady_clock;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("agent"); }
+
+}  // namespace
+
+AgentSession::AgentSession(const AgentOptions& options, Console* console,
+                           std::shared_ptr<grpc::Channel> channel,
+                           std::string scratch_dir, SharedAgentCore* core)
+    : options_(options),
+      console_(console),
+      stub_(pb::Coordinator::NewStub(channel)),
+      scratch_dir_(std::move(scratch_dir)),
+      core_(core) {}
+
+AgentSession::~AgentSession() = default;
+
+bool AgentSession::Write(const pb::AgentMessage& message) {
+  std::lock_guard<std::mutex> lock(write_mutex_);
+  if (!open_) return false;
+  return stream_->Write(message);
+}
+
+void AgentSession::Apply(const AgentEffects& effects,
+                         const pb::RegistrationReply* reply) {
+  const int machine_rank = effects.machine_rank;
+  if (effects.role_changed) Log()->warn("{}", *effects.role_changed);
+  if (effects.sweep_stale) SweepStale(machine_rank);
+  if (effects.open_datagrams) {
+    UseUdpHeartbeats(machine_rank, *effects.open_datagrams);
+  }
+  if (effects.check_command && reply != nullptr) CheckCommand(*reply);
+  if (effects.end_workers) {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    EndGroup();  // nothing of an older generation may survive
+  }
+  if (effects.start_workers) StartWorkers(*effects.start_workers);
+  if (effects.signal_workers) {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    if (group_) group_->Stop(*effects.signal_workers);
+  }
+  for (const auto& message : effects.send) Write(message);
+  if (effects.cancel_stream) context_.TryCancel();
+}
+
+void AgentSession::SweepStale(int machine_rank) {
+  // The reader waits meanwhile, with the coordinator's acks unread in the
+  // socket: the core holds the lease open until the sweep ends.
+  core_->With([](AgentCore& core) { core.SweepStarted(); });
+  const StaleProcesses stale = KillStaleProcessesOf(
+      JoinHostPort(options_.coordinator_host, options_.coordinator_port),
+      machine_rank);
+  core_->With([](AgentCore& core) { core.SweepEnded(); });
+  if (stale.workers > 0 || stale.agents > 0) {
+    Log()->warn(
+        "killed {} worker process(es) and {} agent(s) that an earlier agent "
+        "of machine {} left on this host",
+        stale.workers, stale.agents, machine_rank);
+  }
+}
+
+SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
+  if (!options_.auth_token.empty()) {
+    context_.AddMetadata(kAuthMetadataKey, BearerValue(options_.auth_token));
+  }
+  const pb::AgentMessage hello = core_->With([&](AgentCore& core) {
+    return core.StartSession(registration, steady_clock::now());
+  });
+  stream_ = stub_->Attach(&context_);
+  {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    open_ = true;
+  }
+  Write(hello);
+  std::thread heartbeat([this] { HeartbeatLoop(); });
+  std::thread lease([this] { WatchLease(); });
+  std::thread logs([this] { ForwardLogs(); });
+
+  std::optional<SessionEnd> end;
+  pb::CoordinatorMessage message;
+  while (!end && stream_->Read(&message)) {
+    const AgentEffects effects = core_->With([&](AgentCore& core) {
+      return core.Received(message, steady_clock::now());
+    });
+    switch (message.body_case()) {
+      case pb::CoordinatorMessage::kRegistrationReply: {
+        const auto& reply = message.registration_reply();
+        if (!reply.accepted()) {
+          Log()->error("the coordinator refused this agent: {}",
+                       reply.reason());
+        } else {
+          Log()->info("machine {} registered with job {}",
+                      registration.machine_rank(), reply.job_id());
+        }
+        Apply(effects, &reply);
+        break;
+      }
+      case pb::CoordinatorMessage::kAssignment: {
+        const auto& assignment = message.assignment();
+        if (effects.end_workers) {
+          stop_grace_ = std::chrono::milliseconds(
+              static_cast<int64_t>(assignment.stop_grace_s() * 1000));
+        }
+        if (assignment.argv_size() > 0 && !effects.start_workers &&
+            !effects.send.empty()) {
+          Log()->error(
+              "refusing generation {}: job id '{}' is not a valid job id",
+              assignment.generation(), assignment.job_id());
+        }
+        Apply(effects);
+        break;
+      }
+      case pb::CoordinatorMessage::kLogSubscribe:
+        OnLogSubscribe(message.log_subscribe());
+        break;
+      case pb::CoordinatorMessage::kLogAck: {
+        std::lock_guard<std::mutex> lock(logs_mutex_);
+        log_credits_ = std::min(log_credits_ + 1, kLogCredits);
+        log_credit_.notify_all();
+        break;
+      }
+      case pb::CoordinatorMessage::kLogUnsubscribe: {
+        const uint64_t id = message.log_unsubscribe().subscription();
+        console_->logs().Unsubscribe(id);
+        std::lock_guard<std::mutex> lock(logs_mutex_);
+        log_subscriptions_.erase(id);
+        break;
+      }
+      case pb::CoordinatorMessage::kStop:
+        if (effects.signal_workers) {
+          Log()->info("stopping generation {}: {}", message.stop().generation(),
+                      message.stop().reason());
+        }
+        Apply(effects);
+        break;
+      case pb::CoordinatorMessage::kFinished:
+        Log()->info("job {}: {}", message.finished().state(),
+                    message.finished().summary());
+        Apply(effects);
+        break;
+      default:
+        Apply(effects);
+        break;
+    }
+    end = effects.end;
+  }
+  // Cut off (the lease ran out or the connection broke): the coordinator
+  // hands these ranks on once the fence's bound has passed, so the workers
+  // get the fence's short grace, not the stop grace.
+  bool cut_off = false;
+  const std::chrono::milliseconds fence_kill_grace = core_->With(
+      [](AgentCore& core) { return core.settings().fence_kill_grace; });
+  if (!end) {
+    cut_off = true;
+    end = core_->With([](AgentCore& core) { return core.StreamEnded(); });
+    const bool lease_expired =
+        core_->With([](AgentCore& core) { return core.lease_expired(); });
+    if (lease_expired) {
+      Log()->error(
+          "no word from the coordinator for {} ms (the lease); stopping "
+          "workers",
+          options_.lease.count());
+    } else {
+      Log()->error(
+          "lost the connection to the coordinator at {}:{}; "
+          "stopping workers",
+          options_.coordinator_host, options_.coordinator_port);
+    }
+  }
+  // Stop the workers and wait for them without holding group_mutex_: a
+  // second stop signal (Apply) must be able to cut the grace short
+  // meanwhile. Only this thread replaces or ends the group.
+  WorkerGroup* stopping = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    if (group_) {
+      group_->Stop(StopSignal{SIGTERM},
+                   cut_off ? fence_kill_grace : stop_grace_);
+      stopping = group_.get();
+    }
+  }
+  if (stopping != nullptr) {
+    stopping->WaitUntilAllExited(steady_clock::now() +
+                                 (cut_off ? fence_kill_grace : stop_grace_) +
+                                 std::chrono::seconds(2));
+    std::lock_guard<std::mutex> lock(group_mutex_);
+    EndGroup();
+  }
+  {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    open_ = false;
+  }
+  heartbeat_wakeup_.notify_all();
+  heartbeat.join();
+  {
+    // The forwarder waits for a credit or for lines: woken now, it sees
+    // the stop at once rather than after its wait.
+    std::lock_guard<std::mutex> lock(logs_mutex_);
+    logs_stop_ = true;
+  }
+  log_credit_.notify_all();
+  console_->logs().StopTakers();
+  logs.join();
+  console_->logs().ResumeTakers();
+  {
+    std::lock_guard<std::mutex> lock(logs_mutex_);
+    console_->logs().UnsubscribeAll(log_subscriptions_);
+    log_subscriptions_.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(lease_mutex_);
+    lease_watch_ended_ = true;
+  }
+  lease_wakeup_.notify_all();
+  lease.join();
+  if (end->kind == SessionEnd::kJobFinished) {
+    stream_->WritesDone();
+    // Finish waits for the status, which comes after any message still on
+    // its way (a heartbeat ack): read them; a coordinator that never ends
+    // the stream is given 5 s.
+    std::mutex drained_mutex;
+    std::condition_variable drained_wakeup;
+    bool drained = false;
+    std::thread guard([&] {
+      std::unique_lock<std::mutex> lock(drained_mutex);
+      if (!drained_wakeup.wait_for(lock, std::chrono::seconds(5),
+                                   [&] { return drained; })) {
+        context_.TryCancel();
+      }
+    });
+    while (stream_->Read(&message)) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(drained_mutex);
+      drained = true;
+    }
+    drained_wakeup.notify_all();
+    guard.join();
+  } else if (end->kind == SessionEnd::kRefused) {
+    context_.TryCancel();
+  }
+  const grpc::Status status = stream_->Finish();
+  const bool not_authenticated =
+      status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+      status.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+  const SessionEnd final_end = core_->With(
+      [&](AgentCore& core) { return core.Finished(*end, not_authenticated); });
+  if (final_end.kind != end->kind) {
+    Log()->error("the coordinator refused this agent: {}",
+                 status.error_message());
+  }
+  return final_end;
+}
+
+std::string AgentSession::SearchPath() const {
+  auto path = options_.inherited_environment.find("PATH");
+  return path == options_.inherited_environment.end() ? "/usr/bin:/bin"
+                                                      : path->second;
+}
+
+void AgentSession::CheckCommand(const pb::RegistrationReply& reply) {
+  pb::AgentMessage check;
+  auto* result = check.mutable_command_check();
+  if (reply.argv_size() > 0) {
+    const std::vector<std::string> argv =
+        WithOwnPython({reply.argv().begin(), reply.argv().end()},
+                      reply.argv_runs_python(), options_.own_python);
+    const absl::Status runs =
+        CheckCommandRunsHere(argv, reply.argv_runs_python(), SearchPath(),
+                             options_.working_directory);
+    if (!runs.ok()) {
+      Log()->error("the job's command cannot run on this machine: {}",
+                   std::string(runs.message()));
+      result->set_problem(ToValidUtf8(std::string(runs.message())));  // a path
+    } else {
+      Log()->debug("the job's command runs on this machine");
+    }
+  }
+  Write(check);
+}
+
+void AgentSession::UseUdpHeartbeats(int machine_rank,
+                                    const AgentEffects::Datagrams& to) {
+  auto sender = UdpHeartbeatSender::Open(options_.coordinator_host, to.port,
+                                         machine_rank, to.session, to.key);
+  core_->With([&](AgentCore& core) { core.UdpOpened(sender.ok()); });
+  if (!sender.ok()) {
+    Log()->warn("heartbeats stay on the gRPC stream: {}",
+                std::string(sender.status().message()));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(write_mutex_);
+  udp_ = *std::move(sender);
+  heartbeat_wakeup_.notify_all();
+}
+
+void AgentSession::HeartbeatLoop() {
+  pb::AgentMessage beat;
+  beat.mutable_heartbeat();
+  // Wake often enough to read acks that keep the lease.
+  const auto period = std::min<std::chrono::milliseconds>(
+      options_.heartbeat_interval, std::chrono::milliseconds(250));
+  std::unique_lock<std::mutex> lock(write_mutex_);
+  while (open_) {
+    const auto now = steady_clock::now();
+    const int acks = udp_ ? udp_->ReadAcks() : 0;
+    const bool acked = udp_ && udp_->LastHeartbeatAcked();
+    const auto [due, expired] = core_->With([&](AgentCore& core) {
+      core.UdpAcksRead(acks, now);
+      return std::make_pair(core.HeartbeatAt(now, acked), core.lease_expired());
+    });
+    if (expired) break;
+    if (due.datagram && udp_) udp_->SendHeartbeat();
+    if (due.stream) stream_->Write(beat);
+    // At the next beat, or sooner to read acks.
+    heartbeat_wakeup_.wait_until(
+        lock, std::min(due.next, steady_clock::now() + period));
+  }
+}
+
+void AgentSession::OnLogSubscribe(const pb::LogSubscribe& subscribe) {
+  {
+    std::lock_guard<std::mutex> lock(logs_mutex_);
+    log_subscriptions_.insert(subscribe.subscription());
+  }
+  console_->logs().Subscribe(
+      subscribe.subscription(),
+      std::set<int>(subscribe.ranks().begin(), subscribe.ranks().end()),
+      subscribe.follow(), subscribe.history_after_unix_ms());
+}
+
+void AgentSession::ForwardLogs() {
+  // Batches of at most 64 KiB of text: one stream write never holds the
+  // write lock for long.
+  constexpr size_t kBatchBytes = 64 * 1024;
+  pb::AgentMessage message;
+  while (!logs_stop_) {
+    {
+      // Only with a credit: a stalled stream then fills the bounded
+      // queues (agent/console/log_ring.h) rather than blocking in Write with
+      // the lock that heartbeats take.
+      std::unique_lock<std::mutex> lock(logs_mutex_);
+      if (!log_credit_.wait_for(
+              lock, std::chrono::milliseconds(100),
+              [this] { return log_credits_ > 0 || logs_stop_; }) ||
+          logs_stop_) {
+        continue;
+      }
+    }
+    if (!console_->logs().TakeBatch(message.mutable_log_batch(), kBatchBytes,
+                                    std::chrono::milliseconds(100))) {
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(logs_mutex_);
+      if (log_subscriptions_.count(message.log_batch().subscription()) == 0) {
+        continue;  // an earlier connection's
+      }
+      if (message.log_batch().history_done() &&
+          !console_->logs().Follows(message.log_batch().subscription())) {
+        log_subscriptions_.erase(message.log_batch().subscription());
+      }
+      --log_credits_;
+    }
+    Write(message);
+  }
+}
+
+void AgentSession::WatchLease() {
+  // Takes only the core's lock and its own: a stream write blocked in a
+  // silent partition (which holds write_mutex_) cannot delay the lease.
+  std::unique_lock<std::mutex> lock(lease_mutex_);
+  while (!lease_watch_ended_) {
+    const AgentCore::Lease lease = core_->With(
+        [](AgentCore& core) { return core.LeaseAt(steady_clock::now()); });
+    if (lease.expired) {
+      context_.TryCancel();  // a blocked Write or Read returns: Run ends
+      heartbeat_wakeup_.notify_all();
+      return;
+    }
+    lease_wakeup_.wait_until(lock, lease.check_again);
+  }
+}
+
+void AgentSession::EndGroup() {
+  if (!group_) return;
+  const int64_t generation = group_->generation();
+  group_.reset();
+  const int killed = KillOrphansOfGeneration(group_job_id_, generation);
+  if (killed > 0) {
+    Log()->warn(
+        "killed {} process(es) that workers of generation {} left "
+        "outside their process groups",
+        killed, generation);
+  }
+}
+
+void AgentSession::ReportExit(int64_t generation, int local_rank,
+                              const WorkerOutcome& outcome) {
+  pb::WorkerExited exited;
+  exited.set_generation(generation);
+  exited.set_local_rank(local_rank);
+  exited.set_exit_code(outcome.exit.exit_code);
+  exited.set_signal(outcome.exit.signal);
+  // The worker's own words (and paths) may be any bytes; a proto3 string
+  // that is not UTF-8 would not parse, losing this report and the stream.
+  exited.set_start_error(ToValidUtf8(outcome.start_error));
+  exited.set_out_of_resources(outcome.out_of_resources);
+  exited.set_reason(ToValidUtf8(outcome.reason));
+  for (const auto& line : outcome.last_lines) {
+    exited.add_last_lines(ToValidUtf8(line));
+  }
+  Log()->debug("generation {}: local rank {} exited (code {}, signal {})",
+               generation, local_rank, outcome.exit.exit_code,
+               outcome.exit.signal);
+  Apply(core_->With(
+      [&](AgentCore& core) { return core.WorkerExited(std::move(exited)); }));
+}
+
+void AgentSession::StartWorkers(const pb::Assignment& a) {
+  // The core ended the last generation's workers, and checked the job id
+  // (it becomes a directory name).
+  const int64_t generation = a.generation();
+  std::unique_lock<std::mutex> lock(group_mutex_);
+  group_job_id_ = a.job_id();
+  const std::vector<std::string> argv =
+      WithOwnPython({a.argv().begin(), a.argv().end()}, a.argv_runs_python(),
+                    options_.own_python);
+  auto executable = ResolveExecutable(argv[0], SearchPath());
+
+  // Nothing relative to the working directory: without a scratch
+  // directory and a log_dir, workers get no error or heartbeat files.
+  const bool have_dir = !options_.log_dir.empty() || !scratch_dir_.empty();
+  fs::path run_dir = options_.log_dir.empty()
+                         ? fs::path(scratch_dir_)
+                         : fs::path(options_.log_dir) / a.job_id();
+  run_dir /= absl::StrCat("gen", generation);
+  std::error_code dir_error;
+  if (have_dir) fs::create_directories(run_dir, dir_error);
+  // Workers of another user write their error and heartbeat files in a
+  // directory of their own: never where the agent (root) writes logs, so
+  // that no file of theirs can be a link the agent follows.
+  fs::path worker_dir = run_dir;
+  if (have_dir && !dir_error && options_.worker_user) {
+    worker_dir = run_dir / "worker";
+    // Made here, and changed through a descriptor that is not a link: a
+    // worker cannot have root hand it a directory of its choosing.
+    if (mkdir(worker_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      dir_error = std::error_code(errno, std::generic_category());
+    } else {
+      const int fd = open(worker_dir.c_str(),
+                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0 ||
+          fchown(fd, options_.worker_user->uid, options_.worker_user->gid) !=
+              0 ||
+          fchmod(fd, 0700) != 0) {
+        dir_error = std::error_code(errno, std::generic_category());
+      }
+      if (fd >= 0) close(fd);
+    }
+  }
+  if (dir_error) {
+    Log()->warn(
+        "cannot create {}: {}; {}", run_dir.string(), dir_error.message(),
+        options_.log_dir.empty() ? "workers get no error or heartbeat files"
+                                 : "rank logs go to the console only");
+  }
+
+  Environment job_env(a.job_environment().begin(), a.job_environment().end());
+  // Workers reach the coordinator's store the way this agent reaches the
+  // coordinator: the same TLS files (paths only; never the auth token).
+  // Which coordinator these workers belong to, as this agent dials it: a
+  // later agent of this machine finds what an earlier one left by it.
+  job_env["TRL_LAUNCH_COORDINATOR"] =
+      JoinHostPort(options_.coordinator_host, options_.coordinator_port);
+  if (!options_.tls_ca.empty()) job_env["TRL_TLS_CA"] = options_.tls_ca;
+  if (options_.identity) {
+    // The store's TLS: verified against the derived identity's certificate
+    // and name; workers present no certificate (they hold no token).
+    job_env["TRL_TLS_SERVER_NAME"] = kDerivedServerName;
+  } else {
+    if (!options_.tls_cert.empty()) job_env["TRL_TLS_CERT"] = options_.tls_cert;
+    if (!options_.tls_key.empty()) job_env["TRL_TLS_KEY"] = options_.tls_key;
+  }
+  std::vector<WorkerLaunch> launches;
+  for (int local = 0; local < a.local_world_size(); ++local) {
+    const int rank = a.rank_offset() + local;
+    RankEnvironmentInputs inputs;
+    inputs.machine_rank = a.machine_rank();
+    inputs.rank_offset = a.rank_offset();
+    inputs.local_world_size = a.local_world_size();
+    inputs.local_rank = local;
+    inputs.gpu_ids = options_.config.gpu_ids;
+    inputs.interface_name = options_.interface_name;
+    if (have_dir) {
+      inputs.error_file =
+          worker_dir / absl::StrCat("rank", rank, ".error.json");
+      inputs.heartbeat_file =
+          worker_dir / absl::StrCat("rank", rank, ".heartbeat");
+    }
+    inputs.working_directory = options_.working_directory;
+    WorkerLaunch launch;
+    launch.local_rank = local;
+    launch.rank = rank;
+    launch.spec.executable = executable.ok() ? *executable : argv[0];
+    launch.spec.argv = argv;
+    launch.spec.environment =
+        BuildWorkerEnvironment(options_.inherited_environment, job_env, inputs);
+    launch.spec.working_directory = options_.working_directory;
+    launch.spec.user = options_.worker_user;
+    launch.heartbeat_path = inputs.heartbeat_file;
+    if (!options_.log_dir.empty()) {
+      launch.log_path = run_dir / absl::StrCat("rank", rank, ".log");
+    }
+    launches.push_back(std::move(launch));
+  }
+
+  WorkerGroup::Events events;
+  events.started = [this,
+                    generation](const std::vector<StartedWorker>& workers) {
+    std::vector<std::pair<int, int>> pids;
+    for (const StartedWorker& worker : workers) {
+      pids.emplace_back(worker.local_rank, worker.pid);
+    }
+    Log()->debug("generation {}: {} workers started", generation, pids.size());
+    Apply(core_->With([&](AgentCore& core) {
+      return core.WorkersStarted(generation, pids);
+    }));
+  };
+  events.exited = [this, generation](int local_rank,
+                                     const WorkerOutcome& outcome) {
+    ReportExit(generation, local_rank, outcome);
+  };
+  group_ = std::make_unique<WorkerGroup>(generation, console_,
+                                         std::move(events), stop_grace_,
+                                         options_.worker_heartbeat_timeout);
+  if (!executable.ok()) {
+    Log()->error("cannot start workers: {}",
+                 std::string(executable.status().message()));
+    for (const auto& launch : launches) {
+      WorkerOutcome outcome;
+      outcome.start_error = std::string(executable.status().message());
+      ReportExit(generation, launch.local_rank, outcome);
+    }
+    return;
+  }
+  Log()->info("generation {}: starting ranks {}..{}", generation,
+              a.rank_offset(), a.rank_offset() + a.local_world_size() - 1);
+  group_->Start(std::move(launches));
+}
+
+}  // namespace trl

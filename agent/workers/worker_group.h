@@ -1,0 +1,130 @@
+// The workers of one generation on this machine: started together, watched
+// by one waiter thread each, stopped together (a signal to every process
+// group, then SIGKILL once the grace period has passed).
+//
+// Start() must be called from a thread that lives as long as the workers:
+// PR_SET_PDEATHSIG fires when the thread that forked a worker exits.
+#ifndef TRL_AGENT_WORKERS_WORKER_GROUP_H_
+#define TRL_AGENT_WORKERS_WORKER_GROUP_H_
+
+#include <time.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/console/console.h"
+#include "agent/workers/worker_cgroup.h"
+#include "agent/workers/worker_process.h"
+#include "common/stop_signals.h"
+
+namespace trl {
+
+struct WorkerLaunch {
+  int local_rank = 0;
+  int rank = 0;
+  WorkerSpec spec;
+  std::string log_path;  // empty: no log file
+  // TRL_HEARTBEAT_FILE of this worker, watched when a timeout is set.
+  std::string heartbeat_path;
+};
+
+struct WorkerOutcome {
+  ProcessExit exit;
+  std::string start_error;  // set when the worker never ran
+  // It never ran for want of resources (descriptors, memory, processes):
+  // the machine's trouble, not the job's.
+  bool out_of_resources = false;
+  std::string reason;  // set when the group killed it (a hang)
+  std::vector<std::string> last_lines;
+};
+
+struct StartedWorker {
+  int local_rank = 0;
+  int pid = 0;
+};
+
+class WorkerGroup {
+ public:
+  struct Events {
+    // Once per Start, with every worker that started (in launch order),
+    // before any worker's exit is reported.
+    std::function<void(const std::vector<StartedWorker>& workers)> started;
+    std::function<void(int local_rank, const WorkerOutcome& outcome)> exited;
+  };
+
+  // `heartbeat_timeout`: a worker that has not touched its heartbeat file
+  // for this long (counting from its start until its first touch) is hung
+  // and killed; zero disables the check.
+  WorkerGroup(int64_t generation, Console* console, Events events,
+              std::chrono::milliseconds stop_grace,
+              std::chrono::milliseconds heartbeat_timeout =
+                  std::chrono::milliseconds(0));
+  // Kills whatever still runs and joins every thread.
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  int64_t generation() const { return generation_; }
+
+  // Starts every worker; those that started are reported together, then
+  // each that could not start as exited with a start error.
+  void Start(std::vector<WorkerLaunch> launches);
+
+  // Sends `signal` to every worker's process group now (unless the workers
+  // have it already) and SIGKILL to those still alive after the grace
+  // period (`grace`, or the stop grace). Returns at once. Once stopping,
+  // only SIGKILL is sent again; a shorter grace cuts the one running short.
+  void Stop(const StopSignal& signal,
+            std::optional<std::chrono::milliseconds> grace = std::nullopt);
+
+  // Waits until every worker has exited; false if the deadline passed.
+  bool WaitUntilAllExited(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  struct Worker {
+    int local_rank = 0;
+    std::unique_ptr<WorkerProcess> process;
+    std::thread waiter;
+    bool exited = false;
+    std::string heartbeat_path;
+    // Hang detection reads only the steady clock: a wall-clock step must
+    // neither kill a healthy worker nor spare a hung one. A touch is seen
+    // as a change of the file's mtime, whatever that mtime says.
+    std::chrono::steady_clock::time_point last_sign_of_life;
+    struct timespec last_mtime = {0, 0};
+    std::string hang_reason;  // set by WatchHeartbeats before it kills
+  };
+
+  void WaitFor(Worker* worker, int rank, const std::string& log_path);
+  void EnforceGrace();
+  void WatchHeartbeats();
+
+  const int64_t generation_;
+  Console* console_;
+  Events events_;
+  const std::chrono::milliseconds stop_grace_;
+  const std::chrono::milliseconds heartbeat_timeout_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point kill_at_;  // once stopping_
+  bool shutting_down_ = false;
+  std::thread grace_thread_;
+  std::thread heartbeat_thread_;
+  // Holds every process of this group where cgroup v2 allows; may be null.
+  std::unique_ptr<WorkerCgroup> cgroup_;
+};
+
+}  // namespace trl
+
+#endif  // TRL_AGENT_WORKERS_WORKER_GROUP_H_
