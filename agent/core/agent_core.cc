@@ -237,11 +237,13 @@ AgentEffects AgentCore::WorkersStarted(
   return effects;
 }
 
-AgentEffects AgentCore::WorkerExited(pb::WorkerExited exited) {
+AgentEffects AgentCore::WorkerExited(pb::WorkerExited exited, bool own_end) {
   AgentEffects effects;
   // Once the connection is lost, exits are the agent's doing (it stops
-  // its workers), not the workers' own: they are not carried.
-  if (!connection_lost_ && exited.generation() == report_generation_) {
+  // its workers), not the workers' own: they are not carried, unless the
+  // worker had ended before the stop (read late: the agent was frozen).
+  if ((!connection_lost_ || own_end) &&
+      exited.generation() == report_generation_) {
     pb::WorkerExited kept = exited;
     kept.clear_last_lines();  // the registration stays small
     own_exits_[kept.local_rank()] = std::move(kept);

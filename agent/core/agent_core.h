@@ -94,7 +94,11 @@ class AgentCore {
   AgentEffects WorkersStarted(int64_t generation,
                               const std::vector<std::pair<int, int>>& pids);
   // A worker of `exited.generation()` ended (or never ran).
-  AgentEffects WorkerExited(trl::launch::v1::WorkerExited exited);
+  // `own_end`: the worker ended on its own, not by the agent's stop (see
+  // WorkerOutcome::own_end); such an exit is carried to the next
+  // registration even when it is read after the connection was lost.
+  AgentEffects WorkerExited(trl::launch::v1::WorkerExited exited,
+                            bool own_end = false);
 
   struct Heartbeat {
     bool datagram = false;

@@ -444,8 +444,9 @@ void AgentSession::ReportExit(int64_t generation, int local_rank,
   Log()->debug("generation {}: local rank {} exited (code {}, signal {})",
                generation, local_rank, outcome.exit.exit_code,
                outcome.exit.signal);
-  Apply(core_->With(
-      [&](AgentCore& core) { return core.WorkerExited(std::move(exited)); }));
+  Apply(core_->With([&](AgentCore& core) {
+    return core.WorkerExited(std::move(exited), outcome.own_end);
+  }));
 }
 
 void AgentSession::StartWorkers(const pb::Assignment& a) {

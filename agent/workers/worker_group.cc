@@ -140,6 +140,7 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
     std::lock_guard<std::mutex> lock(mutex_);
     worker->exited = true;
     outcome.reason = worker->hang_reason;
+    outcome.own_end = !stopping_ || worker->ended_before_stop;
   }
   changed_.notify_all();
   events_.exited(worker->local_rank, outcome);
@@ -159,6 +160,15 @@ void WorkerGroup::Stop(const StopSignal& signal,
       changed_.notify_all();
     }
     return;
+  }
+  if (!stopping_) {
+    // Those that exited before this first stop (reaped or not yet) ended on
+    // their own.
+    for (auto& worker : workers_) {
+      if (!worker->exited && worker->process && worker->process->HasEnded()) {
+        worker->ended_before_stop = true;
+      }
+    }
   }
   for (auto& worker : workers_) {
     if (!worker->exited && worker->process && !signal.workers_have_it) {

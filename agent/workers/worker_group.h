@@ -44,6 +44,10 @@ struct WorkerOutcome {
   bool out_of_resources = false;
   std::string reason;  // set when the group killed it (a hang)
   std::vector<std::string> last_lines;
+  // It ended on its own: the group had not signalled it to stop, or it had
+  // exited before the group did (a frozen agent thawed finds its workers
+  // exited meanwhile: their exits are theirs, not the stop's).
+  bool own_end = true;
 };
 
 struct StartedWorker {
@@ -100,7 +104,8 @@ class WorkerGroup {
     // as a change of the file's mtime, whatever that mtime says.
     std::chrono::steady_clock::time_point last_sign_of_life;
     struct timespec last_mtime = {0, 0};
-    std::string hang_reason;  // set by WatchHeartbeats before it kills
+    std::string hang_reason;         // set by WatchHeartbeats before it kills
+    bool ended_before_stop = false;  // exited before the first Stop
   };
 
   void WaitFor(Worker* worker, int rank, const std::string& log_path);

@@ -190,6 +190,16 @@ void WorkerProcess::SignalGroup(int signal) const {
   if (!reaped_) kill(-pid_, signal);
 }
 
+bool WorkerProcess::HasEnded() const {
+  siginfo_t info = {};
+  int rc;
+  do {
+    rc = waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT);
+  } while (rc < 0 && errno == EINTR);
+  if (rc != 0) return errno == ECHILD;  // reaped: no longer our child
+  return info.si_pid == pid_;
+}
+
 ProcessExit WorkerProcess::Wait() {
   ProcessExit result;
   siginfo_t info = {};

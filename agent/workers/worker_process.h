@@ -57,6 +57,9 @@ class WorkerProcess {
   // Blocks until the worker exits, then kills whatever is left of its
   // process group, so nothing it forked survives it.
   ProcessExit Wait();
+  // Whether the worker has exited (a zombie, or reaped already), without
+  // reaping it: safe beside a Wait() in another thread.
+  bool HasEnded() const;
 
  private:
   WorkerProcess(pid_t pid, int stdout_fd, int stderr_fd)

@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/integration/launcher_fixture.h"
@@ -135,6 +138,50 @@ TEST_F(FencingTest, ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone) {
             << std::chrono::duration_cast<std::chrono::milliseconds>(took_over)
                    .count()
             << " ms after the freeze\n";
+}
+
+TEST_F(FencingTest, RanksThatExitedZeroWhileTheirAgentWasFrozenSucceedOnce) {
+  // Every rank exits 0 while machine 1's agent is frozen; the coordinator
+  // loses machine 1 meanwhile. Thawed, the agent reads the lost
+  // connection and its workers' exits in either order: the exits are the
+  // workers' own, the job succeeded, and it runs once (I5). It was
+  // reported failed ("came back without the outcome of every worker"), or
+  // run a second time with a restart left. (On loopback the agent here
+  // reads the exits first; AgentCoreTest pins the other order.)
+  const std::string go =
+      ::testing::TempDir() + "/trl-fence-go-" + std::to_string(port_);
+  std::filesystem::remove(go);
+  const std::vector<std::string> flags = {
+      "--heartbeat_interval", "0.2", "--lease",    "2",
+      "--max_restarts",       "1",   "--no_python"};
+  const std::vector<std::string> worker = {
+      "/bin/sh", "-c",
+      "echo start gen $TRL_GENERATION rank $RANK pid $$; while [ ! -e " + go +
+          " ]; do sleep 0.05; done; exit 0"};
+  auto frozen = StartAgent(2, 4, 1, flags);
+  auto coord = StartCoordinator(2, 4, worker, flags);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string out = frozen->Stdout();
+        return out.find("start gen 0 rank 2") != std::string::npos &&
+               out.find("start gen 0 rank 3") != std::string::npos;
+      },
+      seconds(20)))
+      << frozen->Output() << coord->Output();
+  frozen->Signal(SIGSTOP);
+  std::ofstream(go).put('1');
+  ASSERT_TRUE(coord->WaitForOutput("machine 1 is lost", seconds(20)))
+      << coord->Output();
+  // Past the lease and the fence: the thawed agent's lease has run out.
+  std::this_thread::sleep_for(seconds(3));
+  frozen->Signal(SIGCONT);
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output() << frozen->Output();
+  EXPECT_EQ(frozen->Wait(seconds(30)), 0) << frozen->Output();
+  const std::string all = coord->Stdout() + frozen->Stdout();
+  EXPECT_EQ(all.find("start gen 1"), std::string::npos)
+      << "the job ran a second time:\n"
+      << all;
+  std::filesystem::remove(go);
 }
 
 }  // namespace

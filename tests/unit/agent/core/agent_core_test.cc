@@ -68,13 +68,14 @@ class AgentCoreTest : public ::testing::Test {
     return core_.Received(message, At(0));
   }
 
-  AgentEffects Exit(int64_t generation, int local_rank, int code) {
+  AgentEffects Exit(int64_t generation, int local_rank, int code,
+                    bool own_end = false) {
     pb::WorkerExited exited;
     exited.set_generation(generation);
     exited.set_local_rank(local_rank);
     exited.set_exit_code(code);
     exited.add_last_lines("a line");
-    return core_.WorkerExited(exited);
+    return core_.WorkerExited(exited, own_end);
   }
 
   AgentCore core_;
@@ -379,6 +380,21 @@ TEST_F(AgentCoreTest, OwnExitsOfTheLastGenerationAreCarriedToTheNextSession) {
   Reply(true);
   Assign(5);
   EXPECT_TRUE(core_.OwnExitsOfLastGeneration().empty());
+}
+
+TEST_F(AgentCoreTest, AnExitFromBeforeTheStopReadAfterTheLossIsCarried) {
+  // The agent was frozen while its workers exited 0; thawed, it reads the
+  // loss first and their exits after: the workers' own all the same (I5).
+  Start();
+  Reply(true);
+  Assign(4);
+  core_.AfterSession(core_.StreamEnded());
+  Exit(4, 0, 0, /*own_end=*/true);
+  Exit(4, 1, 143, /*own_end=*/false);  // the stop's doing
+  const pb::AgentMessage hello = Start(10000);
+  ASSERT_EQ(hello.registration().last_generation_exits_size(), 1);
+  EXPECT_EQ(hello.registration().last_generation_exits(0).local_rank(), 0);
+  EXPECT_EQ(hello.registration().last_generation_exits(0).exit_code(), 0);
 }
 
 TEST_F(AgentCoreTest, ANewSessionStartsWithAFreshLeaseAndNoWorkers) {
