@@ -85,6 +85,8 @@ mutants=(
   "guardian-ignores-fence~cxx~agent/cleanup/job_guardian.cc~s/    if (now_due \&\& \*now_due != fenced \&\& FencePage::BootNowNs() >= \*now_due) {/    if (false) {/~FencingTest.ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone~"
   "previous-run-on-ignored~cxx~coordinator/job/membership.cc~s/  if (kept != previous_run_on_.end()) return kept->second;/  (void)kept;/~SparesTest.AfterACoordinatorRestartASpareWaitsForTheOldAgentsLease~"
   "fence-grace-not-shortening~cxx~agent/workers/worker_group.cc~s/    if (kill_at < kill_at_) {/    if (false) {/~WorkerGroupTest.AShorterGraceCutsTheRunningOneShort~"
+  "own-end-ignored~cxx~agent/core/agent_core.cc~s/  if ((!connection_lost_ || own_end) \&\&/  if ((!connection_lost_) \&\&/~AgentCoreTest.AnExitFromBeforeTheStopReadAfterTheLossIsCarried~"
+  "handover-spends-a-restart~cxx~coordinator/job/restart_budget.cc~s/  if (failure.spare_takes_over) {/  if (false) {/~SparesTest.AHandoverToASpareSpendsNoRestartEvenWithABudgetOfZero~"
   "log-resubscription-removed~cxx~coordinator/ports/log_relay.cc~s/    link->Send(client->Resubscription(machine));//~LogsRejoinTest.FollowGoesOnShowingAMachineWhoseAgentWasReplaced~"
   "metrics-without-machines~cxx~coordinator/status/routes.cc~s/status(MetricsRequest())/status(SummaryRequest())/~StatusPageTest.MetricsAskForTheMachinesAndCountsNotEveryRank~"
   "torch-allreduce-check~script~tests/multihost/two_hosts_torch_allreduce.sh~s/allreduce ok: rank \$rank\/4\" \"\$work\/coord.out\"/allreduce ok: rank \$rank\/5\" \"\$work\/coord.out\"/~::FAIL: rank 0 did not report a correct all-reduce~"

@@ -88,6 +88,10 @@ class JobMembership {
   ElasticMembership& elastic() { return elastic_; }
   const ElasticMembership& elastic() const { return elastic_; }
   const SparePool& spares() const { return spares_; }
+  // Whether a spare stands ready to take a lost machine's place.
+  bool SpareStandsReady() const {
+    return spares_.NextReady(cordons_).has_value();
+  }
   CordonList& cordons() { return cordons_; }
   const CordonList& cordons() const { return cordons_; }
   const std::optional<TimePoint>& first_registration_at() const {

@@ -178,6 +178,9 @@ struct FailureRecord {
   std::string hostname;
   WorkerExit exit;
   std::string reason;
+  // A lost machine whose place a ready spare takes: a handover, which
+  // spends no restart (the spares are its budget: each takes one place).
+  bool spare_takes_over = false;
 };
 
 struct NodeAssignment {

@@ -16,6 +16,12 @@ std::optional<JobOutcome> RestartBudget::Judge(const FailureRecord& failure,
         absl::StrCat(failure.reason, " (exit code ", failure.exit.exit_code,
                      " is marked as not worth a restart)")};
   }
+  if (failure.spare_takes_over) {
+    // A handover: the job goes on with the spare, whatever the budget
+    // (with the default of 0 restarts, a spare would otherwise never help).
+    next_is_handover_ = true;
+    return std::nullopt;
+  }
   if (failure.exit.out_of_resources && free_in_a_row_ < kFreeRestarts) {
     // Out of descriptors or memory for a moment (a flood, a neighbour):
     // try again after the backoff without spending the budget.
@@ -40,6 +46,13 @@ void RestartBudget::Restart(TimePoint now) {
   // moment out of descriptors or memory is still there at once: its
   // series starts one step later), and a restart after shortage retries
   // backs off past them.
+  if (next_is_handover_) {
+    // No backoff either: the spare waits only for the lost machine's fence.
+    next_is_handover_ = false;
+    ++handovers_;
+    not_before_ = now;
+    return;
+  }
   if (next_is_free_) {
     next_is_free_ = false;
     ++free_in_a_row_;

@@ -2,7 +2,9 @@
 // after a start that failed for want of resources (a moment out of
 // descriptors or memory: they do not spend the budget, up to kFreeRestarts
 // in a row, so a machine that never recovers still ends the job), and the
-// earliest time the next generation may start (the backoff).
+// earliest time the next generation may start (the backoff). A lost
+// machine that a ready spare replaces is a handover: no restart spent, no
+// backoff.
 //
 // Pure. Not thread-safe: the job state machine's owner serialises calls.
 #ifndef TRL_COORDINATOR_JOB_RESTART_BUDGET_H_
@@ -21,6 +23,8 @@ class RestartBudget {
   explicit RestartBudget(RestartPolicy policy) : policy_(std::move(policy)) {}
 
   int used() const { return used_; }
+  // Generations restarted to hand a lost machine's place to a spare.
+  int handovers() const { return handovers_; }
   // The earliest time the next generation may start.
   TimePoint not_before() const { return not_before_; }
   // For a restarted coordinator: what the one before it had used.
@@ -46,6 +50,8 @@ class RestartBudget {
   int used_ = 0;
   int free_in_a_row_ = 0;
   bool next_is_free_ = false;
+  bool next_is_handover_ = false;
+  int handovers_ = 0;
   TimePoint not_before_;
 };
 

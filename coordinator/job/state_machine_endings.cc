@@ -87,11 +87,12 @@ Decision JobStateMachine::AfterLosses(
 
 Decision JobStateMachine::FailForLoss(int machine_rank, const std::string& why,
                                       TimePoint now) {
-  return Fail(
-      MachineFailure(machine_rank,
-                     absl::StrCat("the agent of machine ", machine_rank,
-                                  " (host ", HostOf(machine_rank), ") ", why)),
-      1, now);
+  FailureRecord failure = MachineFailure(
+      machine_rank, absl::StrCat("the agent of machine ", machine_rank,
+                                 " (host ", HostOf(machine_rank), ") ", why));
+  failure.spare_takes_over =
+      !settings_.Elastic() && membership_.SpareStandsReady();
+  return Fail(std::move(failure), 1, now);
 }
 
 Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {

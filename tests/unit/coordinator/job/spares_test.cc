@@ -311,6 +311,32 @@ TEST_F(SparesTest, AfterACoordinatorRestartASpareWaitsForTheOldAgentsLease) {
   EXPECT_EQ(tick.handovers[0].to, 1);
 }
 
+TEST_F(SparesTest, AHandoverToASpareSpendsNoRestartEvenWithABudgetOfZero) {
+  // The default --max_restarts 0: a lost machine with a spare ready is a
+  // handover, not a restart; the job goes on. A worker's failure still
+  // ends it: a spare does not replace a failing script.
+  JobSettings settings = Settings();
+  settings.restart.max_restarts = 0;
+  int spare_key = 0;
+  JobStateMachine job = RunningWithSpare(settings, &spare_key);
+  const Decision lost = job.AgentDisconnected(1, now_);
+  EXPECT_TRUE(lost.stop_generation.has_value());
+  EXPECT_FALSE(lost.finished.has_value());
+  ASSERT_EQ(job.Tick(now_).handovers.size(), 1u);
+  StopAll(job, 0);
+  EXPECT_NE(job.phase(), JobPhase::kFailed);
+  Pass(job, seconds(12));
+  const GenerationStart next = Start(job);
+  EXPECT_EQ(next.generation, 1);
+  EXPECT_EQ(job.restarts_used(), 0);
+
+  WorkerExit crashed;
+  crashed.exit_code = 1;
+  job.WorkerExited(0, 1, 0, crashed, now_);
+  StopAll(job, 1);
+  EXPECT_EQ(job.phase(), JobPhase::kFailed);
+}
+
 TEST_F(SparesTest, ASpareTakesAMachineThatNeverRegistered) {
   // Machine 2's node did not come up: once any earlier agent of it has
   // surely stopped (lease 4 s + grace 5 s + 2 s), the spare takes it.
