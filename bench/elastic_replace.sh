@@ -20,6 +20,15 @@
 #   trl_spare_tuned    trl-launch with a spare and its best settings here:
 #   trl_elastic_tuned  --stop_grace 0.5 --heartbeat_interval 0.25
 #                      --heartbeat_misses 3 --lease 1 --restart_backoff 0.01
+#   trl_spare_default  trl-launch with a spare, every setting at its default
+#                      (the stop grace of 30 s included)
+#   trl_spare_frozen   the same, but node02's trl-agent alone is frozen
+#                      (SIGSTOP) instead of the machine killed: its workers
+#                      run on until its guardian's fence ends them. Also
+#                      measured: the overlap, from the birth of the next
+#                      generation's first worker (born.* markers, written
+#                      before torch is imported) to the end of the last of
+#                      node02's old workers; 0 when they ended first.
 # The spare variants run only when trl-agent has --spare. Prints each run,
 # then one JSON line per variant (median, min, max, runs, ratio to
 # trl_spare or, without spares, to trl_elastic); with BENCH_RAW the JSON
@@ -60,6 +69,24 @@ kill_host() {  # every process of test host $1
   host_empty "$1"
 }
 clear_hosts() { local i; for i in 1 2 3 4; do kill_host $i; done; }
+# freeze_agent_of HOST MARKS: freezes the trl-agent of test host HOST and
+# prints its pid; a watcher writes MARKS/old_gone (the time) once every
+# other process of that host but its guardian has ended.
+freeze_agent_of() {
+  local host=$1 marks=$2 p agent="" old=()
+  for p in $(testhosts_pids "$host"); do
+    case "$(cat /proc/$p/comm 2>/dev/null)" in
+      trl-agent) agent=$p ;;
+      trl-guardian) ;;
+      *) old+=("$p") ;;
+    esac
+  done
+  [ -n "$agent" ] || return 1
+  kill -STOP "$agent"
+  ( while ! all_gone "${old[@]}"; do sleep 0.01; done; now >"$marks/old_gone" ) \
+    >/dev/null 2>&1 &
+  echo "$agent"
+}
 markers() { cat "$1"/start.* 2>/dev/null; }
 count_markers() { [ "$(markers "$1" | awk -v t="$2" '$1 > t' | wc -l)" -ge "$3" ]; }
 # The time of the last rank of the first complete generation after time
@@ -77,14 +104,18 @@ all_gone() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; do
 # generation; then end the job (MARKS/done) and clear the hosts.
 measure() {
   local name=$1 marks=$2 before=$3 after=$4; shift 4
-  local rc=0 killed_at figure
+  local rc=0 killed_at figure frozen=""
   if ! wait_for 120 count_markers "$marks" 0 "$before"; then
     echo "$name: generation 0 did not start ($(markers "$marks" | wc -l) of $before ranks)" >&2
     rc=1
   else
     sleep 2
     killed_at=$(now)
-    kill_host 2 || { echo "$name: node02 not emptied" >&2; rc=1; }
+    if [ "${LOSS:-kill}" = freeze_agent ]; then
+      frozen=$(freeze_agent_of 2 "$marks") || { echo "$name: no agent on node02" >&2; rc=1; }
+    else
+      kill_host 2 || { echo "$name: node02 not emptied" >&2; rc=1; }
+    fi
     if wait_for 180 count_markers "$marks" "$killed_at" "$after" &&
        figure_at=$(complete_at "$marks" "$killed_at" "$after"); then
       figure=$(echo "$figure_at - $killed_at" | bc)
@@ -92,6 +123,18 @@ measure() {
       echo "$name: no complete generation of $after ranks after the kill" >&2
       markers "$marks" >&2; rc=1
     fi
+  fi
+  if [ -n "$frozen" ]; then
+    # The overlap: the old workers' end against the first birth after the
+    # freeze; then the agent is thawed.
+    wait_for 60 test -s "$marks/old_gone" || echo "$name: node02's old workers outlived 60 s" >&2
+    local first_born
+    first_born=$(cat "$marks"/born.* 2>/dev/null | awk -v t="$killed_at" '$1 > t' | sort -g | head -1)
+    if [ -s "$marks/old_gone" ] && [ -n "$first_born" ]; then
+      echo "$(cat "$marks/old_gone") $first_born" |
+        awk '{ d = $1 - $2; printf "%.3f\n", d > 0 ? d : 0 }' >"$marks.overlap"
+    fi
+    kill -CONT "$frozen" 2>/dev/null
   fi
   touch "$marks/done"
   wait_for 60 all_gone "$@" || echo "$name: the job did not end within 60 s of done" >&2
@@ -107,14 +150,16 @@ measure() {
 
 trl_tuned=(--heartbeat_interval 0.25 --heartbeat_misses 3 --lease 1
            --restart_backoff 0.01)
-run_trl() {  # run_trl NAME PORT spare|elastic STOP_GRACE [FLAGS...]
+run_trl() {  # run_trl NAME PORT spare|elastic STOP_GRACE|default [FLAGS...]
   local name=$1 port=$2 kind=$3 grace=$4; shift 4
+  local grace_flag=(--stop_grace "$grace")
+  [ "$grace" = default ] && grace_flag=()
   local marks="$work/$name-$port"; mkdir -p "$marks"
   local machines=3 after=6
   [ "$kind" = elastic ] && { machines=2:3; after=4; }
   local flags=(--num_machines "$machines" --num_processes 6 --main_process_ip "$master"
                --main_process_port "$port" --use_cpu --max_restarts 3 --python "$python"
-               --stop_grace "$grace" "$@")
+               "${grace_flag[@]}" "$@")
   local pids=()
   testhosts_exec 2 "$build/agent/trl-agent" --machine_rank 1 "${flags[@]}" \
     >"$marks.m1.log" 2>&1 & pids+=($!)
@@ -162,6 +207,7 @@ variants=()
 variants+=(trl_elastic torchrun torchrun_tuned)
 [ $have_spare = 1 ] && variants+=(trl_spare_tuned)
 variants+=(trl_elastic_tuned)
+[ $have_spare = 1 ] && variants+=(trl_spare_default trl_spare_frozen)
 [ $have_spare = 1 ] || echo "trl-agent has no --spare: the spare variants are not run"
 # BENCH_VARIANTS="a b": only these.
 [ -n "${BENCH_VARIANTS:-}" ] && read -r -a variants <<<"$BENCH_VARIANTS"
@@ -176,12 +222,18 @@ for i in $(seq 1 "$runs"); do
       trl_elastic) t=$(run_trl "$v" $port elastic 3) ;;
       trl_spare_tuned) t=$(run_trl "$v" $port spare 0.5 "${trl_tuned[@]}") ;;
       trl_elastic_tuned) t=$(run_trl "$v" $port elastic 0.5 "${trl_tuned[@]}") ;;
+      trl_spare_default) t=$(run_trl "$v" $port spare default) ;;
+      trl_spare_frozen) t=$(LOSS=freeze_agent run_trl "$v" $port spare default) ;;
       torchrun) t=$(run_torchrun "$v" $port) ;;
       torchrun_tuned) t=$(run_torchrun "$v" $port --monitor_interval 0.1 \
         --rdzv_conf=join_timeout=60,last_call_timeout=1,close_timeout=5) ;;
     esac
     if [ -n "$t" ]; then echo "$t" >>"$work/$v"; line="$line $v $t s,"
     else line="$line $v failed,"; fi
+    if [ -s "$work/$v-$port.overlap" ]; then
+      cat "$work/$v-$port.overlap" >>"$work/$v.overlaps"
+      line="$line overlap $(cat "$work/$v-$port.overlap") s,"
+    fi
   done
   echo "${line%,}"
 done
@@ -197,10 +249,14 @@ for v in "${variants[@]}"; do
     continue
   fi
   m=$(median <"$work/$v")
-  printf '{"bench": "elastic_replace", "variant": "%s", "median_s": %.3f, "min_s": %.3f, "max_s": %.3f, "runs_s": [%s], "ratio_to_%s": %s}\n' \
+  overlap=""
+  [ -s "$work/$v.overlaps" ] &&
+    overlap=$(printf ', "overlap_max_s": %.3f, "overlaps_s": [%s]' \
+      "$(sort -g "$work/$v.overlaps" | tail -1)" "$(paste -sd, "$work/$v.overlaps")")
+  printf '{"bench": "elastic_replace", "variant": "%s", "median_s": %.3f, "min_s": %.3f, "max_s": %.3f, "runs_s": [%s], "ratio_to_%s": %s%s}\n' \
     "$v" "$m" "$(sort -g "$work/$v" | head -1)" "$(sort -g "$work/$v" | tail -1)" \
     "$(paste -sd, "$work/$v")" "$base" \
-    "$([ -n "$base_median" ] && printf '%.2f' "$(echo "$m / $base_median" | bc -l)" || echo null)" >>"$work/json"
+    "$([ -n "$base_median" ] && printf '%.2f' "$(echo "$m / $base_median" | bc -l)" || echo null)" "$overlap" >>"$work/json"
 done
 cat "$work/exit-codes"
 cat "$work/json"

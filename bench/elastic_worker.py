@@ -3,15 +3,33 @@ torchrun: joins a Gloo process group (timeout --pg_timeout), all-reduces
 once so that every rank is known to be there, writes a start marker
 (time, generation, rank, world size, host) to MARKS, then all-reduces every
 0.05 s, so that a lost peer makes the survivors' collectives fail, until
-rank 0 sees MARKS/done; then every rank exits 0."""
-import argparse
-import datetime
-import os
-import socket
+rank 0 sees MARKS/done; then every rank exits 0. Before it imports torch
+it writes a birth marker (born.HOST.PID: the time), for the overlap of a
+lost machine's workers with the next generation's."""
 import time
 
-import torch
-import torch.distributed as dist
+BORN = time.time()
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import os  # noqa: E402
+import socket  # noqa: E402
+import sys  # noqa: E402
+
+
+def write_birth():
+    marks = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if marks and os.path.isdir(marks):
+        name = os.path.join(marks,
+                            f"born.{socket.gethostname()}.{os.getpid()}")
+        with open(name, "w") as f:
+            f.write(f"{BORN:.6f}\n")
+
+
+write_birth()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
 
 def main():

@@ -121,6 +121,9 @@ struct RankRecord {
   int local_rank = 0;
   int machine_rank = 0;
   int pid = 0;
+  // The host whose agent started it (empty before): a machine handed to a
+  // spare names the spare's host, but its old ranks ran on the lost one.
+  std::string hostname;
   RankState state = RankState::kPending;
   WorkerExit exit;
 };

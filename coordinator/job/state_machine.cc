@@ -249,6 +249,9 @@ void JobStateMachine::WorkerStarted(int machine_rank, int64_t generation,
                                     int local_rank, int pid, TimePoint now) {
   RankRecord* rank = FindRank(machine_rank, generation, local_rank);
   if (rank == nullptr || rank->state != RankState::kPending) return;
+  if (const NodeRecord* node = membership_.machines().Find(machine_rank)) {
+    rank->hostname = node->info.hostname;
+  }
   // Every rank of the generation started: whatever shortage there was has
   // passed, and the free restarts count from zero again.
   if (ranks_.Started(*rank, pid)) {

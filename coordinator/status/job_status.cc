@@ -85,14 +85,21 @@ void FillNode(const JobStateMachine& machine, int m, const NodeRecord& node,
   out->set_last_heartbeat_age_s(Seconds(node.last_heartbeat, now));
 }
 
+// A lost machine's rank exited we do not know how: -1, never the 0 of a
+// success.
+int ExitCodeShown(const RankRecord& rank) {
+  return rank.state == RankState::kLost ? -1 : rank.exit.exit_code;
+}
+
 void FillRank(const RankRecord& rank, pb::RankStatus* out) {
   out->set_rank(rank.rank);
   out->set_local_rank(rank.local_rank);
   out->set_machine_rank(rank.machine_rank);
   out->set_pid(rank.pid);
   out->set_state(RankStateName(rank.state));
-  out->set_exit_code(rank.exit.exit_code);
+  out->set_exit_code(ExitCodeShown(rank));
   out->set_signal(rank.exit.signal);
+  out->set_hostname(rank.hostname);
 }
 
 void FillFailure(const FailureRecord& failure, pb::FailureRecord* out) {
@@ -152,7 +159,8 @@ void CopyRankRows(const JobStateMachine& machine,
   for (const auto& rank : machine.ranks()) {
     rows->push_back(JobStatusCopy::RankRow{
         rank.rank, rank.local_rank, rank.machine_rank, rank.pid,
-        RankStateName(rank.state), rank.exit.exit_code, rank.exit.signal});
+        RankStateName(rank.state), ExitCodeShown(rank), rank.exit.signal,
+        rank.hostname});
   }
 }
 
@@ -176,6 +184,7 @@ void AddRank(const JobStatusCopy::RankRow& r, pb::JobStatus* status) {
   out->set_state(r.state);
   out->set_exit_code(r.exit_code);
   out->set_signal(r.signal);
+  out->set_hostname(r.hostname);
 }
 
 }  // namespace

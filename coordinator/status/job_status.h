@@ -45,6 +45,7 @@ struct JobStatusCopy {
     const char* state;
     int exit_code;
     int signal;
+    std::string hostname;
   };
   trl::launch::v1::JobStatus status;
   trl::launch::v1::JobStatusRequest request;

@@ -47,7 +47,7 @@ border-bottom:1px solid #eee} th{background:#fafafa}
 <button id="rank-prev">&lt;</button><span id="rank-page"></span>
 <button id="rank-next">&gt;</button>
 <table><thead><tr><th>rank</th><th>local</th><th>machine</th><th>pid</th>
-<th>state</th><th>exit</th></tr></thead><tbody id="ranks"></tbody></table>
+<th>host</th><th>state</th><th>exit</th></tr></thead><tbody id="ranks"></tbody></table>
 <h2>Failures (root cause first)</h2><div id="failures">none</div>
 <h2>Generations</h2>
 <div class="muted">green: running; orange: from its ranks handed out to
@@ -81,6 +81,7 @@ function counts(states) {
 function seconds(s) { return s < 0 ? "-" : Number(s).toFixed(2) + " s"; }
 function exitText(r) {
   if (r.state === "pending" || r.state === "running") return "-";
+  if (r.state === "lost" || r.exit_code < 0) return "unknown";
   return r.signal ? "signal " + r.signal : String(r.exit_code);
 }
 // The server's answer for this page: the summary, and the page of each
@@ -133,8 +134,8 @@ function render(s) {
                      (n.heartbeat_via ? " (" + n.heartbeat_via + ")" : ""),
                  n.workers));
   showPage("rank", s.ranks, s.ranks_matching,
-      (r) => row(r.rank, r.local_rank, r.machine_rank, r.pid, r.state,
-                 exitText(r)));
+      (r) => row(r.rank, r.local_rank, r.machine_rank, r.pid,
+                 r.hostname || "-", r.state, exitText(r)));
   const recent = summary.recent_failures;
   const failures = recent.map((f) => el("div",
       el("b", "generation " + f.generation + ": "), f.reason,

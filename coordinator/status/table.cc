@@ -18,6 +18,7 @@ namespace {
 
 std::string ExitText(int exit_code, int signal, const std::string& state) {
   if (state == "pending" || state == "running") return "-";
+  if (state == "lost" || exit_code < 0) return "unknown";
   if (signal != 0) return absl::StrCat("signal ", signal);
   return std::to_string(exit_code);
 }
@@ -74,14 +75,15 @@ void AppendMachine(std::string* out, const pb::NodeStatus& node) {
 }
 
 void AppendRankHeader(std::string* out) {
-  absl::StrAppendFormat(out, "\n%-6s %-6s %-8s %-8s %-10s %s\n", "RANK",
-                        "LOCAL", "MACHINE", "PID", "STATE", "EXIT");
+  absl::StrAppendFormat(out, "\n%-6s %-6s %-8s %-8s %-20s %-10s %s\n", "RANK",
+                        "LOCAL", "MACHINE", "PID", "HOST", "STATE", "EXIT");
 }
 
 void AppendRank(std::string* out, const pb::RankStatus& rank) {
   absl::StrAppendFormat(
-      out, "%-6d %-6d %-8d %-8d %-10s %s\n", rank.rank(), rank.local_rank(),
-      rank.machine_rank(), rank.pid(), rank.state(),
+      out, "%-6d %-6d %-8d %-8d %-20s %-10s %s\n", rank.rank(),
+      rank.local_rank(), rank.machine_rank(), rank.pid(),
+      rank.hostname().empty() ? "-" : rank.hostname(), rank.state(),
       ExitText(rank.exit_code(), rank.signal(), rank.state()));
 }
 

@@ -60,6 +60,59 @@ TEST(JobStatusTest, DescribesJobNodesRanksAndFailures) {
   EXPECT_NE(json.find("\"pid\": 222"), std::string::npos) << json;
 }
 
+TEST(JobStatusTest, AHandedOverMachinesOldRanksNameTheirHostAndNoExitCode) {
+  // Machine 1 (host node02) is lost and a spare (node04) takes its place:
+  // the machine's row names node04, but generation 0's ranks 2-3 ran on
+  // node02, and how they ended is not known (I6: not "exit 0").
+  TimePoint now = TimePoint() + seconds(100);
+  JobSettings settings;
+  settings.job_id = "job-8";
+  settings.num_machines = 2;
+  settings.local_world_size = 2;
+  settings.restart.max_restarts = 1;
+  JobStateMachine job(settings, now);
+  for (int m = 0; m < 2; ++m) {
+    AgentInfo agent;
+    agent.machine_rank = m;
+    agent.hostname = m == 0 ? "node01" : "node02";
+    agent.host_id = agent.hostname + "/boot";
+    agent.local_world_size = 2;
+    ASSERT_TRUE(job.Register(agent, now).ok());
+  }
+  AgentInfo spare;
+  spare.machine_rank = -1;
+  spare.spare = true;
+  spare.hostname = "node04";
+  spare.host_id = "node04/boot";
+  spare.local_world_size = 2;
+  ASSERT_TRUE(job.Admit(spare, now).ok());
+  const GenerationStart start = job.StartGeneration(now);
+  for (int m = 0; m < 2; ++m) {
+    for (int local = 0; local < 2; ++local) {
+      job.WorkerStarted(m, start.generation, local, 100 + 2 * m + local, now);
+    }
+  }
+  job.AgentDisconnected(1, now);
+  ASSERT_EQ(job.Tick(now).handovers.size(), 1u);
+
+  const auto status = DescribeJob(job, now);
+  ASSERT_EQ(status.nodes_size(), 2);
+  EXPECT_EQ(status.nodes(1).hostname(), "node04");
+  ASSERT_EQ(status.ranks_size(), 4);
+  EXPECT_EQ(status.ranks(0).hostname(), "node01");
+  for (int rank : {2, 3}) {
+    EXPECT_EQ(status.ranks(rank).hostname(), "node02");
+    EXPECT_EQ(status.ranks(rank).state(), "lost");
+    EXPECT_EQ(status.ranks(rank).exit_code(), -1);
+  }
+  const std::string table = FormatJobTable(status);
+  EXPECT_NE(table.find("node02               lost       unknown"),
+            std::string::npos)
+      << table;
+  const std::string json = FormatJobJson(status);
+  EXPECT_NE(json.find("\"exit_code\": -1"), std::string::npos) << json;
+}
+
 // A large job (20 machines x 8 ranks): what is wrong, and the counts, not
 // 160 lines.
 TEST(JobStatusTableTest, ALargeJobIsSummarisedUnlessEveryRowIsAskedFor) {
