@@ -83,7 +83,8 @@ freeze_agent_of() {
   done
   [ -n "$agent" ] || return 1
   kill -STOP "$agent"
-  ( while ! all_gone "${old[@]}"; do sleep 0.01; done; now >"$marks/old_gone" ) \
+  # A worker that has exited stays a zombie of the frozen agent: ended.
+  ( while ! none_runs "${old[@]}"; do sleep 0.01; done; now >"$marks/old_gone" ) \
     >/dev/null 2>&1 &
   echo "$agent"
 }
@@ -98,6 +99,15 @@ complete_at() {
                    END { n = 0; for (r in seen) n++; if (n == w) printf "%.6f\n", last; else exit 1 }'
 }
 all_gone() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+# Whether none of the pids runs (a zombie does not: it has ended).
+none_runs() {
+  local p state
+  for p in "$@"; do
+    state=$(awk '{ sub(/.*\) /, ""); print substr($0, 1, 1) }' "/proc/$p/stat" 2>/dev/null)
+    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ] && return 1
+  done
+  return 0
+}
 
 # measure NAME MARKS WORLD_BEFORE WORLD_AFTER PIDS...: kill node02 once
 # generation 0 runs on every rank, print the seconds to the next complete
@@ -132,7 +142,7 @@ measure() {
     first_born=$(cat "$marks"/born.* 2>/dev/null | awk -v t="$killed_at" '$1 > t' | sort -g | head -1)
     if [ -s "$marks/old_gone" ] && [ -n "$first_born" ]; then
       echo "$(cat "$marks/old_gone") $first_born" |
-        awk '{ d = $1 - $2; printf "%.3f\n", d > 0 ? d : 0 }' >"$marks.overlap"
+        awk '{ d = $1 - $2; printf "%.3f\n", (d > 0 ? d : 0) }' >"$marks.overlap"
     fi
     kill -CONT "$frozen" 2>/dev/null
   fi

@@ -88,6 +88,7 @@ mutants=(
   "own-end-ignored~cxx~agent/core/agent_core.cc~s/  if ((!connection_lost_ || own_end) \&\&/  if ((!connection_lost_) \&\&/~AgentCoreTest.AnExitFromBeforeTheStopReadAfterTheLossIsCarried~"
   "handover-spends-a-restart~cxx~coordinator/job/restart_budget.cc~s/  if (failure.spare_takes_over) {/  if (false) {/~SparesTest.AHandoverToASpareSpendsNoRestartEvenWithABudgetOfZero~"
   "lost-rank-exit-shown-as-zero~cxx~coordinator/status/job_status.cc~s/  return rank.state == RankState::kLost ? -1 : rank.exit.exit_code;/  return rank.exit.exit_code;/~JobStatusTest.AHandedOverMachinesOldRanksNameTheirHostAndNoExitCode~"
+  "fenced-stop-renews-the-lease~cxx~agent/core/agent_core.cc~s/  if (!(message.has_stop() \&\& message.stop().fenced())) {/  if (true) {/~AgentCoreTest.AFencedStopKeepsNoLeaseAndAsksForTheFencesGrace~"
   "log-resubscription-removed~cxx~coordinator/ports/log_relay.cc~s/    link->Send(client->Resubscription(machine));//~LogsRejoinTest.FollowGoesOnShowingAMachineWhoseAgentWasReplaced~"
   "metrics-without-machines~cxx~coordinator/status/routes.cc~s/status(MetricsRequest())/status(SummaryRequest())/~StatusPageTest.MetricsAskForTheMachinesAndCountsNotEveryRank~"
   "torch-allreduce-check~script~tests/multihost/two_hosts_torch_allreduce.sh~s/allreduce ok: rank \$rank\/4\" \"\$work\/coord.out\"/allreduce ok: rank \$rank\/5\" \"\$work\/coord.out\"/~::FAIL: rank 0 did not report a correct all-reduce~"

@@ -83,8 +83,12 @@ pb::AgentMessage AgentCore::StartSession(
 
 AgentEffects AgentCore::Received(const pb::CoordinatorMessage& message,
                                  Time now) {
-  last_heard_ = now;
-  expired_looking_since_.reset();
+  // The coordinator's word that this machine is lost does not keep the
+  // lease it fences (its ranks go elsewhere at the lease's end).
+  if (!(message.has_stop() && message.stop().fenced())) {
+    last_heard_ = now;
+    expired_looking_since_.reset();
+  }
   AgentEffects effects;
   if (ended_) return effects;
   switch (message.body_case()) {
@@ -103,6 +107,7 @@ AgentEffects AgentCore::Received(const pb::CoordinatorMessage& message,
       effects.signal_workers =
           StopSignal{stop.signal() > 0 ? stop.signal() : SIGTERM,
                      stop.workers_have_signal()};
+      effects.fence_grace = stop.fenced();
       break;
     }
     case pb::CoordinatorMessage::kFinished: {

@@ -45,6 +45,9 @@ struct AgentEffects {
   std::optional<trl::launch::v1::Assignment> start_workers;
   // Signal the current workers.
   std::optional<StopSignal> signal_workers;
+  // ... with the fence's kill grace, not the stop grace (the machine was
+  // declared lost).
+  bool fence_grace = false;
   // Messages for the stream, in order.
   std::vector<trl::launch::v1::AgentMessage> send;
   // Cancel the stream: a blocked read or write returns, the session ends.

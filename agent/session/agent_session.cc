@@ -67,8 +67,13 @@ void AgentSession::Apply(const AgentEffects& effects,
   }
   if (effects.start_workers) StartWorkers(*effects.start_workers);
   if (effects.signal_workers) {
+    std::optional<std::chrono::milliseconds> grace;
+    if (effects.fence_grace) {
+      grace = core_->With(
+          [](AgentCore& core) { return core.settings().fence_kill_grace; });
+    }
     std::lock_guard<std::mutex> lock(group_mutex_);
-    if (group_) group_->Stop(*effects.signal_workers);
+    if (group_) group_->Stop(*effects.signal_workers, grace);
   }
   for (const auto& message : effects.send) Write(message);
   if (effects.cancel_stream) context_.TryCancel();

@@ -172,6 +172,9 @@ void CoordinatorCore::Execute(const Decision& decision) {
       pb::CoordinatorMessage stop;
       stop.mutable_stop()->set_generation(machine_.generation());
       stop.mutable_stop()->set_reason("this machine was declared lost");
+      // Its ranks go elsewhere at its lease's end + fence: this word keeps
+      // no lease, and asks for the fence's grace, not the stop grace.
+      stop.mutable_stop()->set_fenced(true);
       link->Send(stop);
       agents_.Fence(link);
       Unregister(link);

@@ -170,6 +170,31 @@ TEST_F(AgentCoreTest, TheFenceFollowsTheLeaseAndOutlivesTheSession) {
   EXPECT_EQ(core_.FenceBound(), milliseconds(200 + 300 + 200));
 }
 
+TEST_F(AgentCoreTest, AFencedStopKeepsNoLeaseAndAsksForTheFencesGrace) {
+  // A one-way partition: the coordinator no longer hears this agent and
+  // says the machine is lost. That word must not renew the lease it
+  // fences, and the workers get the fence's grace, not the stop grace.
+  Start(0);
+  Reply(true, 0, 0);
+  Assign(3, "job-1", 0);
+  core_.WorkersStarted(3, {{0, 100}, {1, 101}});
+  pb::CoordinatorMessage message;
+  message.mutable_stop()->set_generation(3);
+  message.mutable_stop()->set_fenced(true);
+  const AgentEffects effects = core_.Received(message, At(3000));
+  ASSERT_TRUE(effects.signal_workers.has_value());
+  EXPECT_TRUE(effects.fence_grace);
+  EXPECT_EQ(core_.FenceDeadline(), At(4500));
+  EXPECT_TRUE(core_.LeaseAt(At(4201)).expired ||
+              core_.LeaseAt(At(4401)).expired);
+  // An ordinary stop is a word from the coordinator, with the stop grace.
+  AgentCore fresh(Settings());
+  fresh.StartSession(pb::AgentRegistration(), At(0));
+  message.mutable_stop()->set_fenced(false);
+  EXPECT_FALSE(fresh.Received(message, At(3000)).fence_grace);
+  EXPECT_EQ(fresh.FenceDeadline(), At(7500));
+}
+
 TEST_F(AgentCoreTest, TheLeaseIsNotHeldAgainstASweep) {
   Start(0);
   core_.SweepStarted();
