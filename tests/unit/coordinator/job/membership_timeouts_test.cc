@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/lib/job_fixtures.h"
+
 namespace trl {
 namespace {
 
@@ -15,28 +17,16 @@ class MembershipTimeoutsTest : public testing::Test {
  protected:
   const TimePoint start_ = TimePoint() + seconds(1000);
 
+  // 2 machines of 1 worker, which must register within 30 s, ticked
+  // every 100 ms.
   static JobSettings Settings() {
-    JobSettings settings;
-    settings.job_id = "job";
-    settings.num_machines = 2;
+    JobSettings settings = TestJobSettings(2);
     settings.local_world_size = 1;
-    settings.agent_heartbeat_timeout = seconds(3);
     settings.registration_timeout = seconds(30);
-    settings.rejoin_timeout = seconds(60);
     settings.tick_interval = milliseconds(100);
     return settings;
   }
-
-  static AgentInfo Agent(int m) {
-    AgentInfo info;
-    info.machine_rank = m;
-    info.hostname = "node" + std::to_string(m);
-    info.host_id = "boot-" + std::to_string(m) + "/pidns:4026531836";
-    info.advertise_addr = "10.0.0." + std::to_string(m + 1);
-    info.local_world_size = 1;
-    info.lease = seconds(4);
-    return info;
-  }
+  static AgentInfo Agent(int m) { return TestAgent(m, /*workers=*/1); }
 };
 
 TEST_F(MembershipTimeoutsTest, ATickLateByMoreThanTheSlackIsTheOwnersStall) {
