@@ -156,13 +156,55 @@ void JobMembership::ExcuseStall(std::chrono::steady_clock::duration late,
   spares_.ExcuseStall(late, now);
 }
 
-bool JobMembership::SpareCommandChecked(int key, const std::string& problem) {
-  SpareRecord* spare = spares_.Find(key);
-  if (spare == nullptr) return false;
-  // A spare that cannot run the command takes no place; the job goes on.
-  spare->command_checked = true;
-  spare->unusable = problem;
-  return true;
+std::optional<std::string> JobMembership::StartRescale(int64_t generation,
+                                                       TimePoint now) {
+  const std::optional<int> m =
+      elastic_.JoinerToTakeIn(machines_, cordons_, now);
+  if (!m) return std::nullopt;
+  elastic_.StartRescale();
+  return absl::StrCat("machine ", *m, " (host ", machines_.at(*m).info.hostname,
+                      ") joined: generation ", generation,
+                      " stops to take it in (--rescale_on_join)");
+}
+
+FailureRecord JobMembership::RankFailure(int64_t generation,
+                                         const RankRecord& rank) const {
+  FailureRecord failure = MachineFailure(generation, rank.machine_rank, "");
+  failure.rank = rank.rank;
+  failure.exit = rank.exit;
+  failure.reason =
+      absl::StrCat("rank ", rank.rank, " (local rank ", rank.local_rank,
+                   " on machine ", rank.machine_rank, ", host ",
+                   failure.hostname, ") ", rank.exit.Describe());
+  return failure;
+}
+
+FailureRecord JobMembership::MachineFailure(int64_t generation, int m,
+                                            std::string why) const {
+  FailureRecord failure;
+  failure.generation = generation;
+  failure.machine_rank = m;
+  failure.hostname = machines_.at(m).info.hostname;
+  failure.reason = std::move(why);
+  return failure;
+}
+
+std::optional<std::string> JobMembership::CommandChecked(
+    int key, const std::string& problem, JobPhase phase) {
+  if (SpareRecord* spare = spares_.Find(key)) {
+    // A spare that cannot run the command takes no place; the job goes on.
+    spare->command_checked = true;
+    spare->unusable = problem;
+    return std::nullopt;
+  }
+  NodeRecord* node = machines_.Find(key);
+  if (node == nullptr || IsFinished(phase)) return std::nullopt;
+  if (problem.empty()) {
+    node->command_checked = true;
+    return std::nullopt;
+  }
+  return absl::StrCat("machine ", key, " (host ", node->info.hostname,
+                      ") cannot run the command: ", problem);
 }
 
 const NodeRecord* JobMembership::Lose(int m, const std::string& why,

@@ -53,8 +53,12 @@ class JobMembership {
   void Heard(int key, TimePoint now);
   // The coordinator's own stall of `late`: nobody's silence.
   void ExcuseStall(std::chrono::steady_clock::duration late, TimePoint now);
-  // A spare's command check; false if `key` is no spare.
-  bool SpareCommandChecked(int key, const std::string& problem);
+  // The command check of `key`'s agent (`problem` empty: the command runs
+  // there). A spare that cannot run it takes no place; a machine that can
+  // is checked. Returns why the job fails for a machine that cannot
+  // (nothing once the job has finished).
+  std::optional<std::string> CommandChecked(int key, const std::string& problem,
+                                            JobPhase phase);
   // Machine `m` lost its agent (`why`). Before any generation it goes
   // altogether (nullptr); otherwise its record, kept for a rejoin or a
   // spare. nullptr too if it was not connected, or `m` is a spare's key
@@ -82,6 +86,15 @@ class JobMembership {
   GenerationStart Place();
   // Where the next generation's rank 0 would run; empty if nowhere.
   std::string NextMasterAddr() const;
+  // --rescale_on_join: a ready joiner that running generation `generation`
+  // stops to take in, if there is one: its rescale starts, and the stop's
+  // reason comes back.
+  std::optional<std::string> StartRescale(int64_t generation, TimePoint now);
+  // A failure of machine `m` in `generation`, its host named; of `rank`
+  // as it exited.
+  FailureRecord MachineFailure(int64_t generation, int m,
+                               std::string why) const;
+  FailureRecord RankFailure(int64_t generation, const RankRecord& rank) const;
 
   const MachineTable& machines() const { return machines_; }
   MachineTable& machines() { return machines_; }

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "coordinator/job/awaited_reports.h"
 #include "coordinator/job/generation_timeline.h"
 #include "coordinator/job/membership.h"
+#include "coordinator/job/membership_timeouts.h"
 #include "coordinator/job/rank_table.h"
 #include "coordinator/job/records.h"
 #include "coordinator/job/restart_budget.h"
@@ -102,7 +102,7 @@ class JobStateMachine {
   TimePoint created_at() const { return created_at_; }
   // The sum of the coordinator's own stalls excused so far.
   std::chrono::steady_clock::duration own_stalls() const {
-    return stalls_excused_;
+    return timeouts_.stalls_excused();
   }
   const std::map<int, NodeRecord>& nodes() const {
     return membership_.machines().all();
@@ -141,12 +141,6 @@ class JobStateMachine {
  private:
   // job/state_machine.cc: registration, heartbeats, ticks, the start.
   RankRecord* FindRank(int machine_rank, int64_t generation, int local_rank);
-  // Moves every heartbeat forward by what of the gap since the last tick
-  // is the coordinator's own stall.
-  void ExcuseOwnStall(TimePoint now);
-  // A machine that did not register or rejoin in time ends the job.
-  void CheckRegistrationTimeout(Decision& decision, TimePoint now);
-  void CheckRejoinTimeout(Decision& decision, TimePoint now);
   // job/state_machine_endings.cc: how a generation ends.
   Decision LoseAgent(int machine_rank, const std::string& why, TimePoint now);
   // Marks a machine lost; returns how many of its ranks were still pending
@@ -168,24 +162,15 @@ class JobStateMachine {
   void MaybeFinish(Decision& decision, TimePoint now);
   // --rescale_on_join: stops the running generation for a ready joiner.
   Decision MaybeRescale(TimePoint now);
-  // A failure of rank `rank` (as it exited), or of machine `m`.
-  FailureRecord RankFailure(const RankRecord& rank) const;
-  FailureRecord MachineFailure(int m, std::string why) const;
-  const std::string& HostOf(int m) const {
-    return membership_.machines().at(m).info.hostname;
-  }
-  const std::string& LostReasonOf(int m) const {
-    return membership_.machines().at(m).lost_reason;
-  }
 
   JobSettings settings_;
   TimePoint created_at_;
-  std::optional<TimePoint> last_tick_;
-  std::chrono::steady_clock::duration stalls_excused_{};
   JobPhase phase_ = JobPhase::kWaitingForAgents;
   int64_t generation_ = -1;  // none assigned yet
   // Who is in the job: machines, spares, cordons, joiners.
   JobMembership membership_;
+  // Who did not register, rejoin or beat in time; the owner's stalls.
+  MembershipTimeouts timeouts_;
   RankTable ranks_;
   std::vector<FailureRecord> failures_;
   GenerationTimeline timeline_;
@@ -195,7 +180,6 @@ class JobStateMachine {
   RestartBudget budget_;
   // The machines whose reports on their last workers the job waits for.
   AwaitedReports awaited_;
-  TimePoint rejoin_deadline_;
   // The current generation's machines, in GROUP_RANK order.
   std::vector<int> members_;
   std::optional<JobOutcome> outcome_;

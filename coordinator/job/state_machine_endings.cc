@@ -26,7 +26,8 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
   ranks_.Ended(*rank, state, exit);
   if (state == RankState::kFailed) {
     if (phase_ == JobPhase::kRunning) {
-      return Fail(RankFailure(*rank), exit.LauncherExitCode(), now);
+      return Fail(membership_.RankFailure(generation_, *rank),
+                  exit.LauncherExitCode(), now);
     }
   }
   MaybeFinish(decision, now);
@@ -72,7 +73,7 @@ Decision JobStateMachine::AfterLosses(
     if (!with_live_ranks.empty()) {
       if (ranks_.live() > 0) {
         const int m = with_live_ranks.front();
-        return FailForLoss(m, LostReasonOf(m), now);
+        return FailForLoss(m, membership_.machines().at(m).lost_reason, now);
       }
       // Every other rank has exited 0: these machines' workers may have
       // too, and only their exits were lost with the connection. Wait
@@ -87,9 +88,10 @@ Decision JobStateMachine::AfterLosses(
 
 Decision JobStateMachine::FailForLoss(int machine_rank, const std::string& why,
                                       TimePoint now) {
-  FailureRecord failure = MachineFailure(
-      machine_rank, absl::StrCat("the agent of machine ", machine_rank,
-                                 " (host ", HostOf(machine_rank), ") ", why));
+  FailureRecord failure =
+      membership_.MachineFailure(generation_, machine_rank, "");
+  failure.reason = absl::StrCat("the agent of machine ", machine_rank,
+                                " (host ", failure.hostname, ") ", why);
   failure.spare_takes_over =
       !settings_.Elastic() && membership_.SpareStandsReady();
   return Fail(std::move(failure), 1, now);
@@ -108,7 +110,7 @@ Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {
     case Kind::kMachineFailed:
       return FailForLoss(verdict.machine_rank, verdict.why, now);
     case Kind::kRankFailed:
-      return Fail(RankFailure(*verdict.rank),
+      return Fail(membership_.RankFailure(generation_, *verdict.rank),
                   verdict.rank->exit.LauncherExitCode(), now);
     case Kind::kAllSucceeded:
       break;
@@ -117,40 +119,14 @@ Decision JobStateMachine::SettleAwaitedReport(TimePoint now) {
   return decision;
 }
 
-FailureRecord JobStateMachine::RankFailure(const RankRecord& rank) const {
-  FailureRecord failure = MachineFailure(rank.machine_rank, "");
-  failure.rank = rank.rank;
-  failure.exit = rank.exit;
-  failure.reason =
-      absl::StrCat("rank ", rank.rank, " (local rank ", rank.local_rank,
-                   " on machine ", rank.machine_rank, ", host ",
-                   failure.hostname, ") ", rank.exit.Describe());
-  return failure;
-}
-
-FailureRecord JobStateMachine::MachineFailure(int m, std::string why) const {
-  FailureRecord failure;
-  failure.generation = generation_;
-  failure.machine_rank = m;
-  failure.hostname = HostOf(m);
-  failure.reason = std::move(why);
-  return failure;
-}
-
 Decision JobStateMachine::CommandChecked(int m, const std::string& problem,
                                          TimePoint now) {
   Decision decision;
-  if (membership_.SpareCommandChecked(m, problem)) return decision;
-  NodeRecord* node = membership_.machines().Find(m);
-  if (node == nullptr || IsFinished(phase_)) return decision;
-  if (problem.empty()) {
-    node->command_checked = true;
-    return decision;
-  }
-  const std::string why =
-      absl::StrCat("machine ", m, " (host ", node->info.hostname,
-                   ") cannot run the command: ", problem);
-  failures_.push_back(MachineFailure(m, why));
+  const std::optional<std::string> cannot =
+      membership_.CommandChecked(m, problem, phase_);
+  if (!cannot) return decision;
+  const std::string& why = *cannot;
+  failures_.push_back(membership_.MachineFailure(generation_, m, why));
   awaited_.Clear();
   if (phase_ == JobPhase::kWaitingForAgents ||
       phase_ == JobPhase::kRestarting) {
@@ -241,7 +217,7 @@ void JobStateMachine::MaybeFinish(Decision& decision, TimePoint now) {
     return;
   }
   phase_ = JobPhase::kRestarting;
-  rejoin_deadline_ = now + settings_.rejoin_timeout;
+  timeouts_.AwaitRejoins(now);
   if (membership_.elastic().TakeRescale()) {
     // Stopped to take a joiner in: no failure, so no restart spent and no
     // backoff.
@@ -259,15 +235,10 @@ Decision JobStateMachine::MaybeRescale(TimePoint now) {
       ranks_.live() != ranks_.size() || !awaited_.empty()) {
     return decision;
   }
-  const std::optional<int> m = membership_.elastic().JoinerToTakeIn(
-      membership_.machines(), membership_.cordons(), now);
-  if (!m) return decision;
-  membership_.elastic().StartRescale();
+  decision.stop_generation = membership_.StartRescale(generation_, now);
+  if (!decision.stop_generation) return decision;
   pending_outcome_.reset();
   EnterStopping(now);
-  decision.stop_generation = absl::StrCat(
-      "machine ", *m, " (host ", HostOf(*m), ") joined: generation ",
-      generation_, " stops to take it in (--rescale_on_join)");
   MaybeFinish(decision, now);
   return decision;
 }

@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/worker_environment.h"
 #include "coordinator/owner/agent_input.h"
+#include "coordinator/owner/agent_messages.h"
 #include "coordinator/status/job_status.h"
 
 namespace trl {
@@ -26,17 +27,16 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
                                  RendezvousSource rendezvous, Clock clock,
                                  WallClock wall_clock)
     : options_(std::move(options)),
-      rendezvous_(std::move(rendezvous)),
       clock_(std::move(clock)),
       wall_clock_(std::move(wall_clock)),
       machine_(JobSettingsOf(options_), clock_()),
       journal_(machine_, options_.state_file, options_.resume.has_value(),
                wall_clock_),
       record_(options_.state_file, options_.job_id, options_.identity, clock_,
-              wall_clock_,
-              [this](std::function<void()> work, std::function<void()> done) {
-                OffloadWork(std::move(work), std::move(done));
-              }) {
+              wall_clock_, work_.AsOffload()),
+      preparer_(options_, std::move(rendezvous), clock_, machine_, agents_,
+                record_, journal_, work_.AsOffload(),
+                [this](const Decision& decision) { Execute(decision); }) {
   if (options_.resume) {
     record_.Resume(*options_.resume, options_.policy.restart.max_backoff,
                    machine_);
@@ -50,21 +50,6 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
 }
 
 pb::JobEvents CoordinatorCore::Events() const { return journal_.Events(); }
-
-void CoordinatorCore::OffloadWork(std::function<void()> work,
-                                  std::function<void()> done) {
-  ++outstanding_work_;
-  auto finish = [this, done = std::move(done)] {
-    --outstanding_work_;
-    done();
-  };
-  if (!offload_) {
-    work();
-    finish();
-    return;
-  }
-  offload_(std::move(work), std::move(finish));
-}
 
 void CoordinatorCore::OnMessage(AgentLink* link,
                                 const pb::AgentMessage& message) {
@@ -144,11 +129,7 @@ void CoordinatorCore::OnMessage(AgentLink* link,
       break;
     }
     case pb::AgentMessage::kHeartbeat: {
-      if (heartbeats_.HeartbeatOnStream(link, now)) {
-        pb::CoordinatorMessage ack;
-        ack.mutable_heartbeat_ack();
-        link->Send(ack);
-      }
+      if (heartbeats_.HeartbeatOnStream(link, now)) link->Send(HeartbeatAck());
       break;
     }
     default:
@@ -169,11 +150,10 @@ void CoordinatorCore::Execute(const Decision& decision) {
       // stream stays open until the generation has stopped: if the loss
       // ends the job, it hears that (and does not wait to rejoin a job
       // that is over); if not, it is closed then and the agent rejoins.
-      pb::CoordinatorMessage stop;
-      stop.mutable_stop()->set_generation(machine_.generation());
-      stop.mutable_stop()->set_reason("this machine was declared lost");
       // Its ranks go elsewhere at its lease's end + fence: this word keeps
       // no lease, and asks for the fence's grace, not the stop grace.
+      pb::CoordinatorMessage stop =
+          StopOrder(machine_.generation(), "this machine was declared lost");
       stop.mutable_stop()->set_fenced(true);
       link->Send(stop);
       agents_.Fence(link);
@@ -192,12 +172,8 @@ void CoordinatorCore::Execute(const Decision& decision) {
   }
   if (decision.stop_generation) {
     journal_.TellStopping(*decision.stop_generation);
-    pb::CoordinatorMessage stop;
-    stop.mutable_stop()->set_generation(machine_.generation());
-    stop.mutable_stop()->set_reason(*decision.stop_generation);
-    stop.mutable_stop()->set_signal(stop_signal_.number);
-    stop.mutable_stop()->set_workers_have_signal(stop_signal_.workers_have_it);
-    agents_.SendTo({}, stop);
+    agents_.SendTo({}, StopOrder(machine_.generation(),
+                                 *decision.stop_generation, stop_signal_));
   }
   if (decision.finished) {
     journal_.TellFinished(*decision.finished);
@@ -205,7 +181,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
     // cut just now is awaited (WaitForFarewells) and told again when its
     // agent registers again, so that it leaves with the job's code.
     for (AgentLink* link : agents_.open()) {
-      TellOfEnd(link, *decision.finished);
+      link->Send(JobEnded(*decision.finished));
       if (const auto key = agents_.KeyOf(link)) {
         // A spare held nothing: its stream ends when it says it heard, and
         // nobody waits for a spare cut off now.
@@ -226,7 +202,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
     agents_.CloseFenced();
   }
   if (!decision.finished) record_.KeepIfChanged(machine_);
-  if (decision.start_generation && !decision.finished) StartGeneration();
+  if (decision.start_generation && !decision.finished) preparer_.Prepare();
 }
 
 void CoordinatorCore::RememberStopSignal(const StopSignal& signal) {
@@ -326,14 +302,6 @@ JobStatusCopy CoordinatorCore::CopyStatus(
 
 void CoordinatorCore::ReportDefences(std::function<DefenceCounts()> counts) {
   defence_counts_ = std::move(counts);
-}
-
-void CoordinatorCore::TellOfEnd(AgentLink* link, const JobOutcome& outcome) {
-  pb::CoordinatorMessage finished;
-  finished.mutable_finished()->set_state(JobPhaseName(outcome.phase));
-  finished.mutable_finished()->set_exit_code(outcome.exit_code);
-  finished.mutable_finished()->set_summary(outcome.summary);
-  link->Send(finished);
 }
 
 bool CoordinatorCore::FarewellsHeard() {

@@ -6,8 +6,8 @@
 // Not thread-safe, on purpose: one thread owns it (coordinator.h's owner
 // thread; a test's own thread). Nothing it does blocks: AgentLink::Send
 // only queues, and the slow work of a generation's start (the rendezvous,
-// the state file's fsync) goes to the Offload, whose `done` must come back
-// on the owner's thread.
+// the state file's fsync: generation_preparer.h) goes to the Offload,
+// whose `done` must come back on the owner's thread.
 #ifndef TRL_COORDINATOR_OWNER_CORE_H_
 #define TRL_COORDINATOR_OWNER_CORE_H_
 
@@ -33,8 +33,10 @@
 #include "coordinator/owner/coordinator_options.h"
 #include "coordinator/owner/decision_journal.h"
 #include "coordinator/owner/farewells.h"
+#include "coordinator/owner/generation_preparer.h"
 #include "coordinator/owner/heartbeat_sessions.h"
 #include "coordinator/owner/job_record_keeper.h"
+#include "coordinator/owner/offloaded_work.h"
 #include "coordinator/record/events.h"
 #include "coordinator/record/state_file.h"
 #include "coordinator/status/job_status.h"
@@ -47,8 +49,7 @@ class CoordinatorCore {
   using Clock = std::function<TimePoint()>;
   // Runs `work` where slow work may run (it must not touch the core), then
   // `done` on the owner's thread. Without one, both run at once, in line.
-  using Offload = std::function<void(std::function<void()> work,
-                                     std::function<void()> done)>;
+  using Offload = OffloadedWork::Offload;
 
   // The wall clock, Unix time in milliseconds: what the state file and the
   // events say (a restarted coordinator's backoff, an event's time).
@@ -141,14 +142,13 @@ class CoordinatorCore {
   // agent stream has ended.
   bool FarewellsHeard();
   // Whether slow work it handed to the Offload has not come back yet.
-  bool WorkOutstanding() const { return outstanding_work_ > 0; }
+  bool WorkOutstanding() const { return work_.outstanding(); }
 
-  void SetOffload(Offload offload) { offload_ = std::move(offload); }
+  void SetOffload(Offload offload) { work_.SetOffload(std::move(offload)); }
 
  private:
   void HandleRegistration(AgentLink* link,
                           const trl::launch::v1::AgentRegistration& request);
-  void StartGeneration();
   void Execute(const Decision& decision);
   // Re-keys the streams of agents that stand for another machine or spare
   // now, and tells them.
@@ -156,43 +156,19 @@ class CoordinatorCore {
   void RememberStopSignal(const StopSignal& signal);
 
   const CoordinatorOptions options_;
-  const RendezvousSource rendezvous_;
   const Clock clock_;
   const WallClock wall_clock_;
 
   JobStateMachine machine_;
-  Offload offload_;
-  int outstanding_work_ = 0;
-  // Hands `work` to the Offload (or runs it in line), then `done` here.
-  void OffloadWork(std::function<void()> work, std::function<void()> done);
-  // A generation's start is being prepared off the owner's thread; more
-  // ticks that find the job ready to start do not prepare another.
-  bool preparing_generation_ = false;
-  // The prepared generation starts if the job is still ready for it and
-  // machine 0 still has the address it was prepared for.
-  struct PreparedGeneration {
-    int64_t generation = 0;
-    std::string master_addr;
-    absl::StatusOr<RendezvousData> rendezvous;
-    absl::Status kept;  // the state file saying it may have run
-    // Where each machine's agent was when the record was made: a spare
-    // that took a place meanwhile is not in the kept record (a restarted
-    // coordinator would trust the wrong host), so the start is prepared
-    // again.
-    std::map<int, HostIdentity> hosts;
-  };
-  void StartPreparedGeneration(const PreparedGeneration& prepared);
-  // Whether every machine's agent is where `hosts` says.
-  bool SameHosts(const std::map<int, HostIdentity>& hosts) const;
+  // The slow work handed to the Offload, counted until it is done.
+  OffloadedWork work_;
   // Which stream stands for which machine or spare.
   AgentTable agents_;
   // Once the job has ended: who is still to say they heard it.
   Farewells farewells_;
-  void TellOfEnd(AgentLink* link, const JobOutcome& outcome);
   // When registered streams' heartbeats are acknowledged, and their UDP
   // sessions.
   HeartbeatSessions heartbeats_;
-  bool told_of_bad_datagram_ = false;
   // Ends a registered stream's entry (and its heartbeats' session).
   void Unregister(AgentLink* link);
   std::function<DefenceCounts()> defence_counts_;
@@ -200,9 +176,11 @@ class CoordinatorCore {
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
   // What decisions say to the operator, and the job's history.
   DecisionJournal journal_;
-  // The job's record for a restarted coordinator; its writes go through
-  // OffloadWork.
+  // The job's record for a restarted coordinator; its writes are
+  // offloaded work.
   JobRecordKeeper record_;
+  // A generation's start, prepared as offloaded work.
+  GenerationPreparer preparer_;
 };
 
 }  // namespace trl

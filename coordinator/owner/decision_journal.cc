@@ -1,5 +1,6 @@
 #include "coordinator/owner/decision_journal.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,68 @@ void DecisionJournal::Note(const char* kind, int machine_rank,
   const bool deferred =
       event.kind() == "registered" || event.kind() == "rejoined";
   events_.Append(std::move(event), deferred);
+}
+
+void DecisionJournal::TellRefused(const std::string& peer,
+                                  const AgentInfo& info,
+                                  const absl::Status& status) {
+  Log()->warn("refused the agent at {} ({}, host {}): {}", peer,
+              info.spare ? std::string("a spare")
+                         : absl::StrCat("machine_rank ", info.machine_rank),
+              info.hostname, std::string(status.message()));
+}
+
+void DecisionJournal::TellRegistered(const AgentInfo& info, bool spare,
+                                     bool rejoin, TimePoint now) {
+  if (spare) {
+    const std::string was = info.spare
+                                ? ""
+                                : absl::StrCat(" (machine ", info.machine_rank,
+                                               "'s place is taken by a spare)");
+    Log()->info(
+        "a spare registered: host {}, address {}, {} workers{}; {} "
+        "spare(s)",
+        info.hostname, info.advertise_addr, info.local_world_size, was,
+        machine_.spares().size());
+    Note("spare", -1,
+         absl::StrCat("a spare registered: host ", info.hostname, ", address ",
+                      info.advertise_addr, was));
+    return;
+  }
+  Log()->info(
+      "machine {} registered: host {}, address {} ({}), {} workers; "
+      "{}/{} machines",
+      info.machine_rank, info.hostname, info.advertise_addr,
+      info.interface_name, info.local_world_size, machine_.nodes().size(),
+      machine_.settings().num_machines);
+  Note(rejoin ? "rejoined" : "registered", info.machine_rank,
+       absl::StrCat("host ", info.hostname, ", address ", info.advertise_addr,
+                    ", ", info.local_world_size, " workers"));
+  const TimePoint old_may_run =
+      machine_.nodes().at(info.machine_rank).old_agent_may_run_until;
+  if (old_may_run > now) {
+    Log()->warn(
+        "machine {} is taken over by another agent (host {}, pid {}): its "
+        "ranks are handed over in {:.1f} s, once the old agent's lease and "
+        "stop grace have surely run out",
+        info.machine_rank, info.hostname, info.agent_pid,
+        std::chrono::duration<double>(old_may_run - now).count());
+  }
+}
+
+void DecisionJournal::TellHandover(const Handover& handover) {
+  Log()->warn("{}", handover.reason);
+  Note(handover.to < 0 ? "spare_demoted" : "spare_promoted",
+       std::max(handover.to, handover.from), handover.reason);
+}
+
+void DecisionJournal::TellDroppedDatagram(const char* why) {
+  if (told_of_dropped_datagram_) return;
+  Log()->warn(
+      "dropped a heartbeat datagram ({}); later ones are "
+      "dropped without a word",
+      why);
+  told_of_dropped_datagram_ = true;
 }
 
 void DecisionJournal::TellStalls() {

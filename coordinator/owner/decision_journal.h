@@ -1,7 +1,8 @@
 // What the state machine's decisions say to the operator: the
-// coordinator's log lines and the job's history (record/events.h) for the
-// coordinator's own stalls, machines lost, hosts newly cordoned or
-// uncordoned, a generation started or stopping, the job's end; and any
+// coordinator's log lines and the job's history (record/events.h) for
+// agents registered or refused, streams handed over to another machine or
+// spare, the coordinator's own stalls, machines lost, hosts newly cordoned
+// or uncordoned, a generation started or stopping, the job's end; and any
 // other event the core notes, stamped with the current generation and the
 // wall clock. Reads the state machine it is given; changes nothing in it.
 //
@@ -15,6 +16,7 @@
 #include <set>
 #include <string>
 
+#include "absl/status/status.h"
 #include "coordinator/job/state_machine.h"
 #include "coordinator/record/events.h"
 #include "proto/trl_launch.pb.h"
@@ -37,6 +39,20 @@ class DecisionJournal {
   void Flush() { events_.Flush(); }
   trl::launch::v1::JobEvents Events() const { return events_.All(); }
 
+  // The agent of `info`, connected from `peer`, was refused (`status`).
+  void TellRefused(const std::string& peer, const AgentInfo& info,
+                   const absl::Status& status);
+  // The agent of `info` registered at `now`: as a spare (`spare`: it came
+  // as one, or its machine's place was taken by one) or as its machine,
+  // again if `rejoin`; one that takes a machine over from an old agent is
+  // told when the machine's ranks are handed over.
+  void TellRegistered(const AgentInfo& info, bool spare, bool rejoin,
+                      TimePoint now);
+  // A stream stands for another machine or spare now.
+  void TellHandover(const Handover& handover);
+  // A heartbeat datagram was dropped (`why`): said once, so that a flood of
+  // bad datagrams does not flood the log.
+  void TellDroppedDatagram(const char* why);
   // The coordinator's own stalls (JobStateMachine::own_stalls) since the
   // last told, if any.
   void TellStalls();
@@ -59,6 +75,7 @@ class DecisionJournal {
   JobEventLog events_;
   std::chrono::steady_clock::duration stalls_told_{};
   std::set<std::string> cordons_told_;
+  bool told_of_dropped_datagram_ = false;
 };
 
 }  // namespace trl

@@ -21,6 +21,7 @@
 #include "coordinator/ports/grpc_service.h"
 #include "proto/trl_launch.grpc.pb.h"
 #include "tests/lib/coordinator_harness.h"
+#include "tests/lib/gate.h"
 
 namespace trl {
 namespace {
@@ -114,32 +115,6 @@ class Agent {
   int replies_ = 0;
 };
 
-// Holds the owner (in the registration callback) until opened.
-class Gate {
- public:
-  void Hold() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    held_ = true;
-    changed_.notify_all();
-    changed_.wait_for(lock, seconds(60), [this] { return open_; });
-  }
-  bool HeldWithin(milliseconds wait) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return changed_.wait_for(lock, wait, [this] { return held_; });
-  }
-  void Open() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    open_ = true;
-    changed_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool held_ = false;
-  bool open_ = false;
-};
-
 // Machines 0 and 1 flood, 2 beats, 3 never comes (the job waits).
 class AgentBackpressureTest : public ::testing::Test {
  protected:
@@ -177,7 +152,8 @@ class AgentBackpressureTest : public ::testing::Test {
   }
 
   CoordinatorOptions options_;
-  Gate gate_;
+  // Holds the owner (in the registration callback) until opened.
+  Gate gate_{std::chrono::seconds(60)};
   std::unique_ptr<Coordinator> core_;
   std::unique_ptr<CoordinatorServer> server_;
   std::unique_ptr<Agent> flooder_, flooder2_, beating_;

@@ -80,57 +80,45 @@ def sources(root, folder):
     return sorted(out)
 
 
-def check_order(root):
+def check_rooms_of(root, daemon, rooms, include, name):
+    """Each room of DAEMON/ includes only the rooms it may (`rooms`), and
+    DAEMON/ has no folder that is no room."""
     faults = []
-    for room, allowed in ROOMS.items():
-        for path in sources(root, 'coordinator/' + room):
-            text = open(path, encoding='utf-8').read()
-            for m in INCLUDE.finditer(text):
+    for room, allowed in rooms.items():
+        for path in sources(root, f'{daemon}/{room}'):
+            for m in include.finditer(open(path, encoding='utf-8').read()):
                 other = m.group(2)
                 if other == room:
                     continue
-                if other not in ROOMS:
+                if other not in rooms:
                     faults.append(f'{rel(root, path)}: includes {m.group(1)}, '
-                                  f'in no room (rooms: {", ".join(ROOMS)})')
+                                  f'in no room of {daemon}/ (rooms: {", ".join(rooms)})')
                 elif other not in allowed:
-                    faults.append(f'{rel(root, path)}: the {room} room includes '
-                                  f'{m.group(1)}; {room} may include only '
+                    faults.append(f'{rel(root, path)}: the {room} room of {daemon}/ '
+                                  f'includes {m.group(1)}; {room} may include only '
                                   f'{", ".join(sorted(allowed)) or "no other room"}')
-    for folder in ('common', 'agent'):
-        for path in sources(root, folder):
-            for m in INCLUDE.finditer(open(path, encoding='utf-8').read()):
-                faults.append(f'{rel(root, path)}: {folder}/ includes {m.group(1)}')
-    for name in os.listdir(os.path.join(root, 'coordinator')):
-        full = os.path.join(root, 'coordinator', name)
-        if os.path.isdir(full) and name not in ROOMS:
-            faults.append(f'coordinator/{name}/: a folder that is no room of ROOMS')
+    for folder in os.listdir(os.path.join(root, daemon)):
+        if os.path.isdir(os.path.join(root, daemon, folder)) and folder not in rooms:
+            faults.append(f'{daemon}/{folder}/: a folder that is no room of {name}')
     return faults
+
+
+def includes_none(root, folders, include):
+    """The sources of `folders` include nothing that `include` matches."""
+    return [f'{rel(root, path)}: {folder}/ includes {m.group(1)}'
+            for folder in folders for path in sources(root, folder)
+            for m in include.finditer(open(path, encoding='utf-8').read())]
+
+
+def check_order(root):
+    return (check_rooms_of(root, 'coordinator', ROOMS, INCLUDE, 'ROOMS')
+            + includes_none(root, ('common', 'agent'), INCLUDE))
 
 
 def check_agent_order(root):
-    faults = []
-    for room, allowed in AGENT_ROOMS.items():
-        for path in sources(root, 'agent/' + room):
-            for m in AGENT_INCLUDE.finditer(open(path, encoding='utf-8').read()):
-                other = m.group(2)
-                if other == room:
-                    continue
-                if other not in AGENT_ROOMS:
-                    faults.append(f'{rel(root, path)}: includes {m.group(1)}, in no '
-                                  f'agent room (rooms: {", ".join(AGENT_ROOMS)})')
-                elif other not in allowed:
-                    faults.append(f'{rel(root, path)}: the agent\'s {room} room includes '
-                                  f'{m.group(1)}; {room} may include only '
-                                  f'{", ".join(sorted(allowed)) or "no other room"}')
-    for folder in ['common'] + ['coordinator/' + r for r in ROOMS]:
-        for path in sources(root, folder):
-            for m in AGENT_INCLUDE.finditer(open(path, encoding='utf-8').read()):
-                faults.append(f'{rel(root, path)}: {folder}/ includes {m.group(1)}')
-    for name in os.listdir(os.path.join(root, 'agent')):
-        full = os.path.join(root, 'agent', name)
-        if os.path.isdir(full) and name not in AGENT_ROOMS:
-            faults.append(f'agent/{name}/: a folder that is no room of AGENT_ROOMS')
-    return faults
+    return (check_rooms_of(root, 'agent', AGENT_ROOMS, AGENT_INCLUDE, 'AGENT_ROOMS')
+            + includes_none(root, ['common'] + ['coordinator/' + r for r in ROOMS],
+                            AGENT_INCLUDE))
 
 
 def check_pure_agent_core(root):

@@ -7,6 +7,7 @@
 #include "coordinator/job/state_machine.h"
 #include "coordinator/status/job_status.h"
 #include "coordinator/status/table.h"
+#include "tests/lib/job_fixtures.h"
 
 namespace trl {
 namespace {
@@ -20,31 +21,14 @@ class ElasticMembershipTest : public testing::Test {
 
   // 2:3 machines of 2 workers each, unless told otherwise.
   JobSettings Settings(int min_machines = 2, int max_machines = 3) {
-    JobSettings settings;
-    settings.job_id = "job";
-    settings.num_machines = max_machines;
+    JobSettings settings = TestJobSettings(max_machines);
     settings.min_machines = min_machines;
-    settings.local_world_size = 2;
     settings.restart.max_restarts = 3;
-    settings.restart.initial_backoff = milliseconds(100);
-    settings.restart.max_backoff = milliseconds(1000);
-    settings.agent_heartbeat_timeout = seconds(3);
-    settings.rejoin_timeout = seconds(60);
-    settings.stop_grace = seconds(5);
     settings.elastic_wait = seconds(10);
     return settings;
   }
 
-  AgentInfo Agent(int m) {
-    AgentInfo info;
-    info.machine_rank = m;
-    info.hostname = "node" + std::to_string(m);
-    info.host_id = "boot-" + std::to_string(m) + "/pidns:4026531836";
-    info.advertise_addr = "10.0.0." + std::to_string(m + 1);
-    info.local_world_size = 2;
-    info.lease = seconds(4);
-    return info;
-  }
+  static AgentInfo Agent(int m) { return TestAgent(m); }
 
   // Time passes; every connected agent has kept sending heartbeats.
   void Pass(JobStateMachine& job, std::chrono::steady_clock::duration d) {

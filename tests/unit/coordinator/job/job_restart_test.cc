@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/job/state_machine.h"
+#include "tests/lib/job_fixtures.h"
 
 namespace trl {
 namespace {
@@ -27,13 +28,10 @@ class JobRestartTest : public testing::Test {
     return settings;
   }
 
+  // No lease: nothing to wait out before a machine's ranks move.
   AgentInfo Agent(int m) {
-    AgentInfo info;
-    info.machine_rank = m;
-    info.hostname = "node" + std::to_string(m);
-    info.host_id = "boot-" + std::to_string(m) + "/pidns:4026531836";
-    info.advertise_addr = "10.0.0." + std::to_string(m + 1);
-    info.local_world_size = 2;
+    AgentInfo info = TestAgent(m);
+    info.lease = {};
     return info;
   }
 

@@ -8,6 +8,7 @@
 #include "coordinator/job/state_machine.h"
 #include "coordinator/status/job_status.h"
 #include "coordinator/status/table.h"
+#include "tests/lib/job_fixtures.h"
 
 namespace trl {
 namespace {
@@ -21,17 +22,10 @@ class SparesTest : public testing::Test {
 
   // 3 machines of 2 workers (MIN:MAX when min_machines > 0).
   JobSettings Settings(int min_machines = 0) {
-    JobSettings settings;
-    settings.job_id = "job";
-    settings.num_machines = 3;
+    JobSettings settings = TestJobSettings(3);
     settings.min_machines = min_machines;
-    settings.local_world_size = 2;
     settings.restart.max_restarts = 10;
-    settings.restart.initial_backoff = milliseconds(100);
     settings.restart.max_backoff = milliseconds(100);
-    settings.agent_heartbeat_timeout = seconds(3);
-    settings.rejoin_timeout = seconds(60);
-    settings.stop_grace = seconds(5);
     settings.elastic_wait = seconds(0);
     settings.cordon_after = 2;
     settings.cordon_window = seconds(600);

@@ -23,6 +23,7 @@
 #include "coordinator/owner/coordinator.h"
 #include "tests/lib/coordinator_harness.h"
 #include "tests/lib/fake_agent_link.h"
+#include "tests/lib/gate.h"
 
 namespace trl {
 namespace {
@@ -59,32 +60,6 @@ class Flood {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> posted_{0};
   std::thread thread_;
-};
-
-// Holds the owner (in the registration callback) until opened.
-class Gate {
- public:
-  void Hold() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    held_ = true;
-    changed_.notify_all();
-    changed_.wait_for(lock, seconds(30), [this] { return open_; });
-  }
-  bool HeldWithin(milliseconds wait) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return changed_.wait_for(lock, wait, [this] { return held_; });
-  }
-  void Open() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    open_ = true;
-    changed_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool held_ = false;
-  bool open_ = false;
 };
 
 pb::AgentMessage Heartbeat() {

@@ -1,23 +1,32 @@
-// A generation's start (owner/core.h): prepared off the owner's
-// thread (the rendezvous, keeping its number in the state file), then
-// started on it if the job is still ready for it, with an assignment to
-// each member machine's agent.
+#include "coordinator/owner/generation_preparer.h"
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
-#include "coordinator/owner/core.h"
 #include "coordinator/owner/generation_assignment.h"
 
 namespace trl {
 
 namespace pb = trl::launch::v1;
 
-namespace {
+GenerationPreparer::GenerationPreparer(
+    const CoordinatorOptions& options, RendezvousSource rendezvous, Clock clock,
+    JobStateMachine& machine, const AgentTable& agents, JobRecordKeeper& record,
+    DecisionJournal& journal, Offload offload, Execute execute)
+    : options_(options),
+      rendezvous_(std::move(rendezvous)),
+      clock_(std::move(clock)),
+      machine_(machine),
+      agents_(agents),
+      record_(record),
+      journal_(journal),
+      offload_(std::move(offload)),
+      execute_(std::move(execute)) {}
 
-std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("coord"); }
-
-}  // namespace
-
-void CoordinatorCore::StartGeneration() {
+void GenerationPreparer::Prepare() {
   if (preparing_generation_) return;  // one preparation at a time
   preparing_generation_ = true;
   // Slow, so off the owner's thread: the rendezvous (the NCCL id helper,
@@ -33,7 +42,7 @@ void CoordinatorCore::StartGeneration() {
     record = record_.RecordOf(machine_, prepared->generation);
     prepared->hosts = record->hosts;
   }
-  OffloadWork(
+  offload_(
       [prepared, record = std::move(record), rendezvous = rendezvous_,
        path = record_.path()] {
         prepared->rendezvous = rendezvous(prepared->master_addr);
@@ -47,7 +56,7 @@ void CoordinatorCore::StartGeneration() {
       });
 }
 
-void CoordinatorCore::StartPreparedGeneration(
+void GenerationPreparer::StartPreparedGeneration(
     const PreparedGeneration& prepared) {
   const TimePoint now = clock_();
   // Meanwhile the job may have stopped, lost a machine, or machine 0 come
@@ -58,12 +67,12 @@ void CoordinatorCore::StartPreparedGeneration(
       machine_.generation() + 1 != prepared.generation ||
       machine_.NextMasterAddr() != prepared.master_addr ||
       (record_.keeps() && !SameHosts(prepared.hosts))) {
-    Execute(machine_.Tick(now));
+    execute_(machine_.Tick(now));
     return;
   }
   const auto& rendezvous = prepared.rendezvous;
   if (!rendezvous.ok()) {
-    Execute(
+    execute_(
         machine_.StopRequested(absl::StrCat("cannot prepare the rendezvous: ",
                                             rendezvous.status().message()),
                                1, now));
@@ -71,7 +80,7 @@ void CoordinatorCore::StartPreparedGeneration(
   }
   if (!prepared.kept.ok()) {
     const int64_t next = prepared.generation;
-    Execute(machine_.StopRequested(
+    execute_(machine_.StopRequested(
         absl::StrCat("cannot keep the job's state, so generation ", next,
                      " does not start (a restarted coordinator would not "
                      "know of it): ",
@@ -98,7 +107,7 @@ void CoordinatorCore::StartPreparedGeneration(
   }
 }
 
-bool CoordinatorCore::SameHosts(
+bool GenerationPreparer::SameHosts(
     const std::map<int, HostIdentity>& hosts) const {
   if (hosts.size() != machine_.nodes().size()) return false;
   for (const auto& [m, node] : machine_.nodes()) {
