@@ -250,6 +250,14 @@ void CoordinatorCore::OnDisconnected(AgentLink* link) {
       }
     }
     Execute(machine_.AgentDisconnected(m, clock_()));
+    // A machine lost by a dropped connection is a "lost" event too, as
+    // one lost by silence is (Execute notes those it drops).
+    if (m >= 0 && !IsFinished(machine_.phase())) {
+      auto node = machine_.nodes().find(m);
+      if (node != machine_.nodes().end() && !node->second.connected) {
+        journal_.TellLost(m);
+      }
+    }
     Execute(machine_.Tick(clock_()));
   }
 }

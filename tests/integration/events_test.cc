@@ -1,6 +1,8 @@
 // The job's history (`trl-coord events`, kept beside the state file): what
 // happened, in order, with the cause of each stop, after the job ended and
 // across a restart of the coordinator.
+#include <signal.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -62,6 +64,25 @@ TEST_F(EventsTest, AFailureAndItsRestartAreTheJobsHistoryAfterItEnds) {
   const std::string json = Events({"--json"});
   EXPECT_NE(json.find("\"kind\": \"stopping\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"unix_ms\""), std::string::npos) << json;
+}
+
+TEST_F(EventsTest, AMachineWhoseConnectionDroppedIsALostEvent) {
+  // Machine 1's agent is killed: its stream ends at once (no silence to
+  // wait for). The history says machine 1 was lost, as it does for one
+  // that went silent.
+  const std::vector<std::string> flags = {"--state_file", StateFile(),
+                                          "--max_restarts", "0"};
+  auto agent = StartAgent(2, 2, 1);
+  auto coord = StartCoordinator(
+      2, 2, {"/bin/sh", "-c", "echo up rank $RANK; exec sleep 60"}, flags);
+  ASSERT_TRUE(agent->WaitForOutput("up rank 1", seconds(20)))
+      << agent->Output() << coord->Output();
+  agent->Signal(SIGKILL);
+  agent->Wait(seconds(10));
+  EXPECT_EQ(coord->Wait(seconds(30)), 1) << coord->Output();
+  const std::string history = Events();
+  EXPECT_NE(history.find("lost            machine 1"), std::string::npos)
+      << history;
 }
 
 TEST_F(EventsTest, NoHistoryKeptIsSaidAndIsNotAnEmptyList) {
