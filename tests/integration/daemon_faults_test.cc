@@ -184,13 +184,7 @@ TEST_F(LauncherTest, AReplacementAgentEndsWhatAFrozenOneLeftBeforeItsRanksRun) {
       "if [ \"$TRL_GENERATION\" = 0 ]; then exec sleep 60; fi"};
   auto frozen = StartAgent(2, 4, 1, flags);
   auto coord = StartCoordinator(2, 4, worker, flags);
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const std::string out = frozen->Stdout();
-        return out.find("start gen 0 rank 2") != std::string::npos &&
-               out.find("start gen 0 rank 3") != std::string::npos;
-      },
-      seconds(20)))
+  ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
       << frozen->Output() << coord->Output();
   std::vector<pid_t> old_workers;
   static const std::regex started("start gen 0 rank [23] pid ([0-9]+)");

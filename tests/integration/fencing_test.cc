@@ -98,13 +98,7 @@ TEST_F(FencingTest, ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone) {
   for (auto& flag : flags) spare_argv.push_back(flag);
   Subprocess spare(spare_argv);
   auto coord = StartCoordinator(2, 4, kWorker, flags);
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const std::string out = frozen->Stdout();
-        return out.find("start gen 0 rank 2") != std::string::npos &&
-               out.find("start gen 0 rank 3") != std::string::npos;
-      },
-      seconds(20)))
+  ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
       << frozen->Output() << coord->Output();
   const std::vector<pid_t> old_workers = GenerationZeroPids(*frozen, "2|3");
   ASSERT_EQ(old_workers.size(), 2u) << frozen->Output();
@@ -160,13 +154,7 @@ TEST_F(FencingTest, RanksThatExitedZeroWhileTheirAgentWasFrozenSucceedOnce) {
           " ]; do sleep 0.05; done; exit 0"};
   auto frozen = StartAgent(2, 4, 1, flags);
   auto coord = StartCoordinator(2, 4, worker, flags);
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const std::string out = frozen->Stdout();
-        return out.find("start gen 0 rank 2") != std::string::npos &&
-               out.find("start gen 0 rank 3") != std::string::npos;
-      },
-      seconds(20)))
+  ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
       << frozen->Output() << coord->Output();
   frozen->Signal(SIGSTOP);
   std::ofstream(go).put('1');

@@ -65,6 +65,24 @@ class LauncherTest : public ::testing::Test {
     return std::make_unique<Subprocess>(argv);
   }
 
+  // Whether `process` printed "start gen 0 rank R" for each of `ranks`
+  // within 20 s.
+  static bool PrintedGenerationZeroStarts(const Subprocess& process,
+                                          const std::vector<int>& ranks) {
+    return WaitUntil(
+        [&] {
+          const std::string out = process.Stdout();
+          for (int rank : ranks) {
+            if (out.find("start gen 0 rank " + std::to_string(rank)) ==
+                std::string::npos) {
+              return false;
+            }
+          }
+          return true;
+        },
+        seconds(20));
+  }
+
   // The bundled worker with extra arguments.
   static std::vector<std::string> Worker(std::vector<std::string> args = {}) {
     std::vector<std::string> command = {TRL_ENV_WORKER_BIN};
