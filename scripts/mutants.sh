@@ -90,6 +90,8 @@ mutants=(
   "lost-rank-exit-shown-as-zero~cxx~coordinator/status/job_status.cc~s/  return rank.state == RankState::kLost ? -1 : rank.exit.exit_code;/  return rank.exit.exit_code;/~JobStatusTest.AHandedOverMachinesOldRanksNameTheirHostAndNoExitCode~"
   "fenced-stop-renews-the-lease~cxx~agent/core/agent_core.cc~s/  if (!(message.has_stop() \&\& message.stop().fenced())) {/  if (true) {/~AgentCoreTest.AFencedStopKeepsNoLeaseAndAsksForTheFencesGrace~"
   "disconnect-not-a-lost-event~cxx~coordinator/owner/core.cc~s/        journal_.TellLost(m);/        (void)0;/~EventsTest.AMachineWhoseConnectionDroppedIsALostEvent~"
+  "ended-before-stop-ignored~cxx~agent/workers/worker_group.cc~s/        worker->ended_before_stop = true;/        (void)0;/~WorkerGroupTest.AnExitBeforeTheStopIsTheWorkersOwnEvenIfReadAfter~"
+  "handover-of-a-connected-machine~cxx~coordinator/job/state_machine_endings.cc~s/                             !node->connected \&\&/                             /~SparesTest.AMachineBackWithoutItsOutcomesIsNoHandover~"
   "log-resubscription-removed~cxx~coordinator/ports/log_relay.cc~s/    link->Send(client->Resubscription(machine));//~LogsRejoinTest.FollowGoesOnShowingAMachineWhoseAgentWasReplaced~"
   "metrics-without-machines~cxx~coordinator/status/routes.cc~s/status(MetricsRequest())/status(SummaryRequest())/~StatusPageTest.MetricsAskForTheMachinesAndCountsNotEveryRank~"
   "torch-allreduce-check~script~tests/multihost/two_hosts_torch_allreduce.sh~s/allreduce ok: rank \$rank\/4\" \"\$work\/coord.out\"/allreduce ok: rank \$rank\/5\" \"\$work\/coord.out\"/~::FAIL: rank 0 did not report a correct all-reduce~"

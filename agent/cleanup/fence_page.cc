@@ -29,10 +29,13 @@ void FencePage::Publish(
     return;
   }
   if (armed_ && *deadline == published_) return;
+  // The boot clock first: a pause between the two reads then moves the
+  // deadline earlier, never later.
+  const int64_t boot_now = BootNowNs();
   const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
       *deadline - std::chrono::steady_clock::now());
   // Never 0, which means disarmed.
-  const int64_t at = std::max<int64_t>(BootNowNs() + left.count(), 1);
+  const int64_t at = std::max<int64_t>(boot_now + left.count(), 1);
   deadline_ns_.store(at, std::memory_order_release);
   published_ = *deadline;
   armed_ = true;

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -217,6 +218,17 @@ bool StartJobGuardian(std::chrono::milliseconds interval) {
 }
 
 pid_t JobGuardianPid() { return guardian_pid.load(); }
+
+bool JobGuardianAlive() {
+  const pid_t pid = guardian_pid.load();
+  if (pid <= 0) return false;
+  siginfo_t info = {};
+  // Without reaping it: an exited guardian is a zombie of this process.
+  if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return false;
+  }
+  return info.si_pid != pid;
+}
 
 FencePage* GuardianFencePage() { return fence_page.load(); }
 

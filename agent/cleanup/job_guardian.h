@@ -30,6 +30,8 @@ bool StartJobGuardian(
 
 // The guardian's pid, or 0 when none was started.
 pid_t JobGuardianPid();
+// Whether the guardian started and has not exited.
+bool JobGuardianAlive();
 
 class FencePage;
 // The page the guardian reads the agent's fence from; null when no

@@ -247,8 +247,10 @@ AgentEffects AgentCore::WorkerExited(pb::WorkerExited exited, bool own_end) {
   // Once the connection is lost, exits are the agent's doing (it stops
   // its workers), not the workers' own: they are not carried, unless the
   // worker had ended before the stop (read late: the agent was frozen).
-  if ((!connection_lost_ || own_end) &&
-      exited.generation() == report_generation_) {
+  // A SIGKILL read after the loss is not the worker's own either: that is
+  // what the guardian's fence sends a frozen agent's workers.
+  const bool own = own_end && exited.signal() != SIGKILL;
+  if ((!connection_lost_ || own) && exited.generation() == report_generation_) {
     pb::WorkerExited kept = exited;
     kept.clear_last_lines();  // the registration stays small
     own_exits_[kept.local_rank()] = std::move(kept);

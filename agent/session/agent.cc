@@ -260,7 +260,9 @@ int Agent::Run() {
     registration.set_agent_pid(getpid());
     registration.set_checks_command(true);
     registration.set_lease_ms(static_cast<int32_t>(options_.lease.count()));
-    if (GuardianFencePage() != nullptr) {
+    // Only a guardian that runs can keep the promise (else the coordinator
+    // waits the stop grace as well).
+    if (GuardianFencePage() != nullptr && JobGuardianAlive()) {
       registration.set_fence_ms(static_cast<int32_t>(
           core_.With([](AgentCore& core) { return core.FenceBound(); })
               .count()));

@@ -92,8 +92,11 @@ Decision JobStateMachine::FailForLoss(int machine_rank, const std::string& why,
       membership_.MachineFailure(generation_, machine_rank, "");
   failure.reason = absl::StrCat("the agent of machine ", machine_rank,
                                 " (host ", failure.hostname, ") ", why);
-  failure.spare_takes_over =
-      !settings_.Elastic() && membership_.SpareStandsReady();
+  // Only a machine whose place is vacant: one that came back without
+  // every outcome is still connected, and no spare takes it.
+  const NodeRecord* node = membership_.machines().Find(machine_rank);
+  failure.spare_takes_over = !settings_.Elastic() && node != nullptr &&
+                             !node->connected && membership_.SpareStandsReady();
   return Fail(std::move(failure), 1, now);
 }
 

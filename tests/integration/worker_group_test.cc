@@ -162,6 +162,32 @@ TEST_F(WorkerGroupTest, AShorterGraceCutsTheRunningOneShort) {
   EXPECT_EQ(seen[1].outcome.exit.signal, SIGKILL);
 }
 
+TEST_F(WorkerGroupTest, AnExitBeforeTheStopIsTheWorkersOwnEvenIfReadAfter) {
+  // The worker exits 0 at once, but a child in a session of its own holds
+  // its output open, so the group reads its end only after the stop (as a
+  // frozen agent, thawed, reads its workers' exits after the loss): that
+  // exit is the worker's own, not the stop's.
+  WorkerGroup group(0, &console_, recorder_.Events(), seconds(5));
+  group.Start({Shell(0, "setsid sleep 1 & exit 0")});
+  recorder_.Seen(1);
+  std::this_thread::sleep_for(milliseconds(150));
+  group.Stop(StopSignal{SIGTERM});
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+  const auto seen = recorder_.Seen(2);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].outcome.exit.exit_code, 0);
+  EXPECT_TRUE(seen[1].outcome.own_end);
+
+  // One that the stop ended is not.
+  WorkerGroup stopped(1, &console_, recorder_.Events(), seconds(5));
+  StartWorkerThatExitsOnUsr1(stopped);
+  stopped.Stop(StopSignal{SIGUSR1});
+  ASSERT_TRUE(stopped.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+  const auto later = recorder_.Seen(4);
+  ASSERT_EQ(later.size(), 4u);
+  EXPECT_FALSE(later[3].outcome.own_end);
+}
+
 // A worker that touches its heartbeat file with mtimes far in the past (its
 // wall clock, or ours, stepped): each touch still proves it alive.
 TEST_F(WorkerGroupTest, TouchesCountWhateverTheWallClockSays) {

@@ -416,6 +416,13 @@ TEST_F(AgentCoreTest, AnExitFromBeforeTheStopReadAfterTheLossIsCarried) {
   core_.AfterSession(core_.StreamEnded());
   Exit(4, 0, 0, /*own_end=*/true);
   Exit(4, 1, 143, /*own_end=*/false);  // the stop's doing
+  // Killed by SIGKILL before any stop of the agent's: its guardian's fence
+  // (the agent was frozen), not the worker's own end.
+  pb::WorkerExited fenced;
+  fenced.set_generation(4);
+  fenced.set_local_rank(1);
+  fenced.set_signal(SIGKILL);
+  core_.WorkerExited(fenced, /*own_end=*/true);
   const pb::AgentMessage hello = Start(10000);
   ASSERT_EQ(hello.registration().last_generation_exits_size(), 1);
   EXPECT_EQ(hello.registration().last_generation_exits(0).local_rank(), 0);

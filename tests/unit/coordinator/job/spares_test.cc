@@ -229,6 +229,30 @@ TEST_F(SparesTest, AStandInThatReconnectsStillWaitsForTheLostAgent) {
   EXPECT_TRUE(job.Tick(now_).start_generation);
 }
 
+TEST_F(SparesTest, AMachineBackWithoutItsOutcomesIsNoHandover) {
+  // Every other rank exited 0; machine 1, cut off, comes back without the
+  // outcome of its workers. It is connected again: no spare takes its
+  // place, so its failure is not a free handover, and with a budget of 0
+  // the job fails, spare or not.
+  JobSettings settings = Settings();
+  settings.restart.max_restarts = 0;
+  int spare_key = 0;
+  JobStateMachine job = RunningWithSpare(settings, &spare_key);
+  WorkerExit ok;
+  for (const auto& rank : job.ranks()) {
+    if (rank.machine_rank != 1) {
+      job.WorkerExited(rank.machine_rank, 0, rank.local_rank, ok, now_);
+    }
+  }
+  job.AgentDisconnected(1, now_);
+  EXPECT_EQ(job.phase(), JobPhase::kRunning);  // awaiting its report
+  EXPECT_EQ(Admit(job, Agent(1, "b")), 1);     // no report
+  job.Tick(now_);
+  StopAll(job, 0);
+  job.Tick(now_);
+  EXPECT_EQ(job.phase(), JobPhase::kFailed);
+}
+
 TEST_F(SparesTest, AStandInBringsTheReportOfTheGenerationItRan) {
   // The spare on s ran machine 1's ranks; every other rank exits 0, then
   // its connection drops. Back (as the spare that stood for machine 1),
