@@ -45,8 +45,8 @@ struct AgentEffects {
   std::optional<trl::launch::v1::Assignment> start_workers;
   // Signal the current workers.
   std::optional<StopSignal> signal_workers;
-  // ... with the fence's kill grace, not the stop grace (the machine was
-  // declared lost).
+  // ... within the fence: no longer than its deadline (the machine was
+  // declared lost; its ranks go elsewhere then).
   bool fence_grace = false;
   // Messages for the stream, in order.
   std::vector<trl::launch::v1::AgentMessage> send;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -68,10 +69,7 @@ void AgentSession::Apply(const AgentEffects& effects,
   if (effects.start_workers) StartWorkers(*effects.start_workers);
   if (effects.signal_workers) {
     std::optional<std::chrono::milliseconds> grace;
-    if (effects.fence_grace) {
-      grace = core_->With(
-          [](AgentCore& core) { return core.settings().fence_kill_grace; });
-    }
+    if (effects.fence_grace) grace = TimeLeftInTheFence();
     std::lock_guard<std::mutex> lock(group_mutex_);
     if (group_) group_->Stop(*effects.signal_workers, grace);
   }
@@ -182,10 +180,9 @@ SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
   }
   // Cut off (the lease ran out or the connection broke): the coordinator
   // hands these ranks on once the fence's bound has passed, so the workers
-  // get the fence's short grace, not the stop grace.
+  // get what is left of the fence (to save a checkpoint), not the whole
+  // stop grace.
   bool cut_off = false;
-  const std::chrono::milliseconds fence_kill_grace = core_->With(
-      [](AgentCore& core) { return core.settings().fence_kill_grace; });
   if (!end) {
     cut_off = true;
     end = core_->With([](AgentCore& core) { return core.StreamEnded(); });
@@ -207,17 +204,17 @@ SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
   // second stop signal (Apply) must be able to cut the grace short
   // meanwhile. Only this thread replaces or ends the group.
   WorkerGroup* stopping = nullptr;
+  const std::chrono::milliseconds grace =
+      cut_off ? std::min(TimeLeftInTheFence(), stop_grace_) : stop_grace_;
   {
     std::lock_guard<std::mutex> lock(group_mutex_);
     if (group_) {
-      group_->Stop(StopSignal{SIGTERM},
-                   cut_off ? fence_kill_grace : stop_grace_);
+      group_->Stop(StopSignal{SIGTERM}, grace);
       stopping = group_.get();
     }
   }
   if (stopping != nullptr) {
-    stopping->WaitUntilAllExited(steady_clock::now() +
-                                 (cut_off ? fence_kill_grace : stop_grace_) +
+    stopping->WaitUntilAllExited(steady_clock::now() + grace +
                                  std::chrono::seconds(2));
     std::lock_guard<std::mutex> lock(group_mutex_);
     EndGroup();
@@ -416,6 +413,15 @@ void AgentSession::WatchLease() {
     }
     lease_wakeup_.wait_until(lock, lease.check_again);
   }
+}
+
+std::chrono::milliseconds AgentSession::TimeLeftInTheFence() {
+  const std::optional<steady_clock::time_point> deadline =
+      core_->With([](AgentCore& core) { return core.FenceDeadline(); });
+  if (!deadline) return std::chrono::milliseconds(0);
+  return std::max(std::chrono::milliseconds(0),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(
+                      *deadline - steady_clock::now()));
 }
 
 void AgentSession::EndGroup() {

@@ -71,6 +71,10 @@ class AgentSession {
   // Ends the current worker group and whatever its workers left behind.
   // Requires group_mutex_.
   void EndGroup();
+  // What the workers of a machine cut off (or declared lost) have to save
+  // a checkpoint: the time until the fence's deadline, when its guardian
+  // would kill them anyway (the group caps it at the stop grace).
+  std::chrono::milliseconds TimeLeftInTheFence();
 
   const AgentOptions& options_;
   Console* const console_;

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "agent/workers/worker_output.h"
 
@@ -149,8 +151,8 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
 void WorkerGroup::Stop(const StopSignal& signal,
                        std::optional<std::chrono::milliseconds> grace) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto kill_at =
-      std::chrono::steady_clock::now() + grace.value_or(stop_grace_);
+  const auto kill_at = std::chrono::steady_clock::now() +
+                       (grace ? std::min(*grace, stop_grace_) : stop_grace_);
   // The first signal starts the grace period; later stop orders do not
   // interrupt it (a worker checkpointing on SIGUSR1 keeps its time), only
   // SIGKILL escalates, and a shorter grace (a fence) cuts it short.

@@ -84,8 +84,9 @@ class WorkerGroup {
 
   // Sends `signal` to every worker's process group now (unless the workers
   // have it already) and SIGKILL to those still alive after the grace
-  // period (`grace`, or the stop grace). Returns at once. Once stopping,
-  // only SIGKILL is sent again; a shorter grace cuts the one running short.
+  // period (`grace` if shorter, else the stop grace). Returns at once. Once
+  // stopping, only SIGKILL is sent again; a shorter grace cuts the one running
+  // short.
   void Stop(const StopSignal& signal,
             std::optional<std::chrono::milliseconds> grace = std::nullopt);
 

@@ -21,7 +21,8 @@ Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
            worker PID CMDLINE...      (a worker pid of the job still alive)
            port HOST PROTO PORT       (the coordinator's port still bound)
   NAME.err what daemon NAME wrote to stderr (read for coordinators: the
-           generation a full disk kept from starting)
+           generation a full disk kept from starting; for agents: when they
+           were cut off, from their log lines' HH:MM:SS.mmm local times)
 
 Invariants:
   I1  never two generations' workers alive at once: no worker of generation
@@ -51,8 +52,11 @@ Invariants:
       grace): none with a stop record and no end record is gone before its
       stop time plus its checkpoint's SECONDS (first seen gone by the
       watcher), unless a daemon of its machine (those on its host, and
-      every daemon of their machine ranks) started, was killed, exited or
-      hung between its start and then. A coordinator that starts the next
+      every daemon of their machine ranks) started, was killed, exited,
+      hung or was cut off between its start and then. Cut off: its agent
+      said its lease ran out, its connection broke or the coordinator
+      declared its machine lost (NAME.err); fencing then gives the
+      workers only until the lease's end + 0.5 s, whatever they ask. A coordinator that starts the next
       generation before the old one has ended leaves the agents to SIGKILL
       the stopping workers before they start the new ones: this catches it
       where I1 cannot (no overlap is left to see)
@@ -60,6 +64,7 @@ Invariants:
 import os
 import re
 import sys
+import time
 from collections import defaultdict
 
 
@@ -69,6 +74,40 @@ def read_lines(path):
             return [l.split() for l in f if l.strip()]
     except FileNotFoundError:
         return []
+
+
+CUT_OFF = re.compile(
+    r"^(\d\d):(\d\d):(\d\d(?:\.\d+)?) \S \[agent\] (?:no word from the "
+    r"coordinator|lost the connection to the coordinator|stopping generation "
+    r"\d+: this machine was declared lost)")
+
+
+def cut_off_events(d, daemons, near):
+    """(agent, time, "cut off") for each agent log line that says its machine
+    was cut off: its lease ran out, its connection broke, or the coordinator
+    declared it lost. Log lines carry local HH:MM:SS.mmm: read as the time
+    of day of the day around `near` (an epoch time of the job)."""
+    local = time.localtime(near)
+    midnight = int(near) - (local.tm_hour * 3600 + local.tm_min * 60 + local.tm_sec)
+    events = []
+    for dm in daemons:
+        if dm["role"] != "agent":
+            continue
+        try:
+            with open(os.path.join(d, dm["name"] + ".err"), errors="replace") as f:
+                for line in f:
+                    m = CUT_OFF.match(line)
+                    if not m:
+                        continue
+                    t = midnight + int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+                    if t < near - 43200:
+                        t += 86400
+                    elif t > near + 43200:
+                        t -= 86400
+                    events.append((dm["name"], t, "cut off"))
+        except FileNotFoundError:
+            pass
+    return events
 
 
 def check_job(d):
@@ -287,7 +326,9 @@ def check_job(d):
             bad("I6", "daemon %s (pid %d) ended %.1f s after the job's deadline" %
                 (dm["name"], dm["pid"], ex["t"] - deadline))
 
-    # I7: a worker told to stop had its time (to save a checkpoint).
+    # I7: a worker told to stop had its time (to save a checkpoint), unless
+    # its machine was cut off (the fence's bound, not the checkpoint's).
+    events += cut_off_events(d, daemons, job["start"])
     for s in starts:
         st = stops.get(s["pid"])
         if st is None or s["pid"] in ends or s["pid"] not in gone:
@@ -307,7 +348,7 @@ def check_job(d):
         if not why:
             bad("I7", "generation %d rank %d (pid %d on %s) was told to stop at %.3f and asked "
                 "%.1f s to save its checkpoint, but was gone by %.3f without an end record; no "
-                "daemon of its machine (%s) started, was killed, exited or hung meanwhile" %
+                "daemon of its machine (%s) started, was killed, exited, hung or was cut off meanwhile" %
                 (st["gen"], st["rank"], s["pid"], s["host"], st["t"], st["secs"], first_gone,
                  ", ".join(sorted(names)) or "none"))
 

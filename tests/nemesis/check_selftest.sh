@@ -184,6 +184,13 @@ takeover_grace "$work/takeover_grace"; expect takeover_grace pass
 takeover_grace "$work/takeover_grace_cut"
 sed -i '/agent1.[23]/d' "$work/takeover_grace_cut/daemons"
 expect takeover_grace_cut I7
+# ... unless its agent was cut off meanwhile (its lease ran out): fencing
+# gives its workers only until the lease's end + 0.5 s.
+takeover_grace "$work/takeover_grace_fenced"
+sed -i '/agent1.[23]/d' "$work/takeover_grace_fenced/daemons"
+echo "$(date -d @1002.65 +%H:%M:%S.%3N) E [agent] no word from the coordinator for 1500 ms (the lease); stopping workers" \
+  >"$work/takeover_grace_fenced/agent1.1.err"
+expect takeover_grace_fenced pass
 takeover "$work/takeover_failed"
 sed -i 's/^exit agent1.3 14 0 /exit agent1.3 14 1 /' "$work/takeover_failed/daemons"
 expect takeover_failed I5
