@@ -21,8 +21,8 @@ Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
            worker PID CMDLINE...      (a worker pid of the job still alive)
            port HOST PROTO PORT       (the coordinator's port still bound)
   NAME.err what daemon NAME wrote to stderr (read for coordinators: the
-           generation a full disk kept from starting; for agents: when they
-           were cut off, from their log lines' HH:MM:SS.mmm local times)
+           generation a full disk kept from starting; for agents: in which
+           generation they were cut off)
 
 Invariants:
   I1  never two generations' workers alive at once: no worker of generation
@@ -55,8 +55,9 @@ Invariants:
       every daemon of their machine ranks) started, was killed, exited,
       hung or was cut off between its start and then. Cut off: its agent
       said its lease ran out, its connection broke or the coordinator
-      declared its machine lost (NAME.err); fencing then gives the
-      workers only until the lease's end + 0.5 s, whatever they ask. A coordinator that starts the next
+      declared its machine lost while it ran that generation (NAME.err,
+      read in order); fencing then gives the workers only until the
+      lease's end + 0.5 s, whatever they ask. A coordinator that starts the next
       generation before the old one has ended leaves the agents to SIGKILL
       the stopping workers before they start the new ones: this catches it
       where I1 cannot (no overlap is left to see)
@@ -64,7 +65,6 @@ Invariants:
 import os
 import re
 import sys
-import time
 from collections import defaultdict
 
 
@@ -77,37 +77,32 @@ def read_lines(path):
 
 
 CUT_OFF = re.compile(
-    r"^(\d\d):(\d\d):(\d\d(?:\.\d+)?) \S \[agent\] (?:no word from the "
-    r"coordinator|lost the connection to the coordinator|stopping generation "
-    r"\d+: this machine was declared lost)")
+    r"\[agent\] (?:no word from the coordinator|lost the connection to the "
+    r"coordinator|stopping generation \d+: this machine was declared lost)")
+STARTING = re.compile(r"\[agent\] generation (\d+): starting ranks")
 
 
-def cut_off_events(d, daemons, near):
-    """(agent, time, "cut off") for each agent log line that says its machine
-    was cut off: its lease ran out, its connection broke, or the coordinator
-    declared it lost. Log lines carry local HH:MM:SS.mmm: read as the time
-    of day of the day around `near` (an epoch time of the job)."""
-    local = time.localtime(near)
-    midnight = int(near) - (local.tm_hour * 3600 + local.tm_min * 60 + local.tm_sec)
-    events = []
+def cut_off_generations(d, daemons):
+    """agent name -> the generations during which its log says its machine
+    was cut off (its lease ran out, its connection broke, or the coordinator
+    declared it lost). Read in the log's order, not by its times: an
+    agent's wall clock may be shifted (the clock_shift fault)."""
+    cut = defaultdict(set)
     for dm in daemons:
         if dm["role"] != "agent":
             continue
         try:
             with open(os.path.join(d, dm["name"] + ".err"), errors="replace") as f:
+                generation = None
                 for line in f:
-                    m = CUT_OFF.match(line)
-                    if not m:
-                        continue
-                    t = midnight + int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
-                    if t < near - 43200:
-                        t += 86400
-                    elif t > near + 43200:
-                        t -= 86400
-                    events.append((dm["name"], t, "cut off"))
+                    m = STARTING.search(line)
+                    if m:
+                        generation = int(m.group(1))
+                    elif generation is not None and CUT_OFF.search(line):
+                        cut[dm["name"]].add(generation)
         except FileNotFoundError:
             pass
-    return events
+    return cut
 
 
 def check_job(d):
@@ -328,7 +323,7 @@ def check_job(d):
 
     # I7: a worker told to stop had its time (to save a checkpoint), unless
     # its machine was cut off (the fence's bound, not the checkpoint's).
-    events += cut_off_events(d, daemons, job["start"])
+    cut_off = cut_off_generations(d, daemons)
     for s in starts:
         st = stops.get(s["pid"])
         if st is None or s["pid"] in ends or s["pid"] not in gone:
@@ -345,6 +340,8 @@ def check_job(d):
             dm["name"] for dm in daemons if dm["machine"] in machines}
         why = [(t, name, what) for name, t, what in events
                if name in names and s["t"] <= t <= first_gone + 0.5]
+        why += [(s["t"], name, "cut off") for name in names
+                if st["gen"] in cut_off.get(name, ())]
         if not why:
             bad("I7", "generation %d rank %d (pid %d on %s) was told to stop at %.3f and asked "
                 "%.1f s to save its checkpoint, but was gone by %.3f without an end record; no "

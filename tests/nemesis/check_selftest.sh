@@ -188,8 +188,16 @@ expect takeover_grace_cut I7
 # gives its workers only until the lease's end + 0.5 s.
 takeover_grace "$work/takeover_grace_fenced"
 sed -i '/agent1.[23]/d' "$work/takeover_grace_fenced/daemons"
-echo "$(date -d @1002.65 +%H:%M:%S.%3N) E [agent] no word from the coordinator for 1500 ms (the lease); stopping workers" \
+printf '%s\n' "00:00:01.000 I [agent] generation 0: starting ranks 2..3" \
+  "23:59:59.000 E [agent] no word from the coordinator for 1500 ms (the lease); stopping workers" \
   >"$work/takeover_grace_fenced/agent1.1.err"
+# (A cut-off in another generation does not excuse it.)
+takeover_grace "$work/takeover_grace_other_gen"
+sed -i '/agent1.[23]/d' "$work/takeover_grace_other_gen/daemons"
+printf '%s\n' "00:00:01.000 I [agent] generation 5: starting ranks 2..3" \
+  "00:00:02.000 E [agent] no word from the coordinator for 1500 ms (the lease); stopping workers" \
+  >"$work/takeover_grace_other_gen/agent1.1.err"
+expect takeover_grace_other_gen I7
 expect takeover_grace_fenced pass
 takeover "$work/takeover_failed"
 sed -i 's/^exit agent1.3 14 0 /exit agent1.3 14 1 /' "$work/takeover_failed/daemons"
