@@ -145,9 +145,11 @@ def scale_table(runs):
                 r.get("transport") == "insecure"):
             continue
         r = dict(r)
-        if "ps_ms" in r:
+        # A ps that never answered (runs 0, median -1000) was not measured:
+        # not a figure that meets its target.
+        if r.get("ps_ms", {}).get("runs"):
             r["ps_median_ms"] = r["ps_ms"]["median"]
-        if "ps_summary_ms" in r:
+        if r.get("ps_summary_ms", {}).get("runs"):
             r["ps_summary_median_ms"] = r["ps_summary_ms"]["median"]
         by_size.setdefault(r["agents"], []).append(r)
     table = {}
@@ -157,6 +159,8 @@ def scale_table(runs):
         # A run that stopped early (the simulator exits 1 and prints what it
         # had measured): its missing figures are failures, not "not run".
         stopped = [r for r in rs if "dead_agent_noticed_s" not in r]
+        if any(r.get("ps_ms", {}).get("runs") == 0 for r in rs):
+            table[size]["ps_failed"] = True
         if stopped:
             table[size]["stopped_early"] = {
                 "runs": len(stopped), "of": len(rs),
@@ -359,6 +363,9 @@ def targets_rows(summary):
             verdict = "not run"
             if s is None and table.get(size, {}).get("stopped_early"):
                 verdict = "failed: the run stopped before it (below)"
+            if (s is None and field == "ps_median_ms" and
+                    table.get(size, {}).get("ps_failed")):
+                verdict = "failed: no `ps --json` answered"
             if s is not None:
                 verdict = "met" if s["median"] * scale <= target else "missed"
             md.append(f"| {label}, {size} agents | "

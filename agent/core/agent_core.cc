@@ -60,6 +60,8 @@ pb::AgentMessage AgentCore::StartSession(
   registration_.set_spare(may_be_spare_);
   registration_.set_machine_rank(machine_rank_);
   last_heard_ = now;
+  stream_sent_.clear();
+  stream_sent_first_ = 1;
   expired_looking_since_.reset();
   lease_expired_ = false;
   sweeping_ = false;
@@ -81,13 +83,49 @@ pb::AgentMessage AgentCore::StartSession(
   return hello;
 }
 
+namespace {
+// Stream messages whose send time is kept until the coordinator says it
+// read them. A word counting one forgotten renews nothing (it is old).
+constexpr size_t kStreamSendsKept = 4096;
+}  // namespace
+
+void AgentCore::StreamMessageSent(Time now) {
+  stream_sent_.push_back(now);
+  if (stream_sent_.size() > kStreamSendsKept) {
+    stream_sent_.pop_front();
+    ++stream_sent_first_;
+  }
+}
+
+std::optional<AgentCore::Time> AgentCore::StreamMessageSentAt(uint64_t count) {
+  if (count < stream_sent_first_ ||
+      count - stream_sent_first_ >= stream_sent_.size()) {
+    return std::nullopt;
+  }
+  // Counts only grow: the messages before this one are needed no more.
+  while (stream_sent_first_ < count) {
+    stream_sent_.pop_front();
+    ++stream_sent_first_;
+  }
+  return stream_sent_.front();
+}
+
+void AgentCore::Vouched(Time sent) {
+  if (sent <= last_heard_) return;
+  last_heard_ = sent;
+  expired_looking_since_.reset();
+}
+
 AgentEffects AgentCore::Received(const pb::CoordinatorMessage& message,
                                  Time now) {
   // The coordinator's word that this machine is lost does not keep the
-  // lease it fences (its ranks go elsewhere at the lease's end).
+  // lease it fences (its ranks go elsewhere at the lease's end); any other
+  // keeps it from when this agent sent what the coordinator had read.
   if (!(message.has_stop() && message.stop().fenced())) {
-    last_heard_ = now;
-    expired_looking_since_.reset();
+    if (const std::optional<Time> sent =
+            StreamMessageSentAt(message.agent_messages_read())) {
+      Vouched(*sent);
+    }
   }
   AgentEffects effects;
   if (ended_) return effects;
@@ -95,7 +133,7 @@ AgentEffects AgentCore::Received(const pb::CoordinatorMessage& message,
     case pb::CoordinatorMessage::kRegistrationReply:
       return Registered(message.registration_reply());
     case pb::CoordinatorMessage::kAssignment:
-      return Assigned(message.assignment());
+      return Assigned(message.assignment(), now);
     case pb::CoordinatorMessage::kRoleChange:
       return RoleChanged(message.role_change());
     case pb::CoordinatorMessage::kStop: {
@@ -183,12 +221,27 @@ AgentEffects AgentCore::RoleChanged(const pb::RoleChange& change) {
   return effects;
 }
 
-AgentEffects AgentCore::Assigned(const pb::Assignment& assignment) {
+AgentEffects AgentCore::Assigned(const pb::Assignment& assignment, Time now) {
   AgentEffects effects;
   const int64_t generation = assignment.generation();
   // Fencing: generations only increase; an older or repeated one would run
   // ranks that have run (or run now) again.
   if (generation <= assigned_generation_) return effects;
+  // Fencing: an assignment read after the lease ran out (it waited in the
+  // socket of an agent that was frozen) may have been given to another
+  // machine since: nothing starts, and the session ends as at the lease's
+  // end (the agent registers again and is told what it is now).
+  if (assignment.argv_size() > 0 &&
+      (lease_expired_ || now > last_heard_ + settings_.lease)) {
+    // Its workers, if any, stop as at any lease's end, within the fence.
+    lease_expired_ = true;
+    effects.cancel_stream = true;
+    effects.not_started = absl::StrCat(
+        "not starting generation ", generation,
+        ": its assignment was read after this agent's lease ran out (the "
+        "coordinator may have given these ranks to another machine since)");
+    return effects;
+  }
   assigned_generation_ = generation;
   report_generation_ = generation;
   own_exits_.clear();
@@ -220,11 +273,7 @@ AgentEffects AgentCore::Assigned(const pb::Assignment& assignment) {
   return effects;
 }
 
-void AgentCore::UdpAcksRead(int acks, Time now) {
-  if (acks <= 0) return;
-  last_heard_ = now;
-  expired_looking_since_.reset();
-}
+void AgentCore::UdpAcked(Time sent) { Vouched(sent); }
 
 AgentEffects AgentCore::WorkersStarted(
     int64_t generation, const std::vector<std::pair<int, int>>& pids) {

@@ -8,7 +8,12 @@
 //  - registration: what the next registration carries (the last
 //    generation's own exits) and what an accepted or refused reply means;
 //  - the lease: with no word from the coordinator for its length (plus a
-//    short grace for words already waiting in the socket) the session ends;
+//    short grace for words already waiting in the socket) the session ends.
+//    A word renews it from when this agent sent what the coordinator had
+//    heard when it wrote the word (CoordinatorMessage.agent_messages_read,
+//    a datagram ack's counter), not from when it is read: a word that
+//    waited in a frozen agent's socket keeps no lease the coordinator has
+//    ended, and no generation starts once the lease has run out;
 //  - fencing: a session runs generations in increasing order, a stop order
 //    of another generation is ignored, and a worker event of an ended
 //    generation is not reported as started;
@@ -23,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
@@ -78,11 +84,16 @@ class AgentCore {
   // the last session and returns the message that opens the stream.
   trl::launch::v1::AgentMessage StartSession(
       const trl::launch::v1::AgentRegistration& registration, Time now);
+  // The edge wrote a message on the stream at `now`: every message of the
+  // session (the registration first), in the order written. The
+  // coordinator's words count those it had read (agent_messages_read).
+  void StreamMessageSent(Time now);
   // Any message from the coordinator, on the stream, read at `now`.
   AgentEffects Received(const trl::launch::v1::CoordinatorMessage& message,
                         Time now);
-  // Heartbeat datagrams acknowledged at `now`.
-  void UdpAcksRead(int acks, Time now);
+  // The coordinator acknowledged a heartbeat datagram this agent sent at
+  // `sent` (the newest acknowledged).
+  void UdpAcked(Time sent);
   // The edge opened (or failed to open) the datagram path it was told to.
   void UdpOpened(bool ok) { udp_open_ = ok; }
   // The edge is ending what an earlier agent of this machine left: its
@@ -155,7 +166,13 @@ class AgentCore {
   const AgentCoreSettings& settings() const { return settings_; }
 
  private:
-  AgentEffects Assigned(const trl::launch::v1::Assignment& assignment);
+  AgentEffects Assigned(const trl::launch::v1::Assignment& assignment,
+                        Time now);
+  // The coordinator had heard this agent's word sent at `sent`.
+  void Vouched(Time sent);
+  // When this agent sent its stream message `count` (1: the registration),
+  // if still known.
+  std::optional<Time> StreamMessageSentAt(uint64_t count);
   AgentEffects Registered(const trl::launch::v1::RegistrationReply& reply);
   AgentEffects RoleChanged(const trl::launch::v1::RoleChange& change);
 
@@ -171,7 +188,14 @@ class AgentCore {
   int machine_rank_ = -1;
   // The session's.
   trl::launch::v1::AgentRegistration registration_;
+  // When this agent sent the newest word the coordinator is known to have
+  // heard (at the session's start, its own clock): the lease runs from
+  // here.
   Time last_heard_{};
+  // When the stream's messages were sent: the first is message
+  // stream_sent_first_ (1: the registration); at most kStreamSendsKept.
+  std::deque<Time> stream_sent_;
+  uint64_t stream_sent_first_ = 1;
   std::optional<Time> expired_looking_since_;
   bool lease_expired_ = false;
   bool sweeping_ = false;

@@ -43,6 +43,8 @@ struct AgentEffects {
   bool end_workers = false;
   // Then start this generation's.
   std::optional<trl::launch::v1::Assignment> start_workers;
+  // A generation not started, and why (a line for the log).
+  std::optional<std::string> not_started;
   // Signal the current workers.
   std::optional<StopSignal> signal_workers;
   // ... within the fence: no longer than its deadline (the machine was

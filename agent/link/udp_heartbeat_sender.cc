@@ -32,7 +32,7 @@ UdpHeartbeatSender::UdpHeartbeatSender(int fd, int machine_rank,
 UdpHeartbeatSender::~UdpHeartbeatSender() { close(fd_); }
 
 bool UdpHeartbeatSender::SendHeartbeat() {
-  const std::string bytes = sequence_.Next();
+  const std::string bytes = sequence_.Next(std::chrono::steady_clock::now());
   return send(fd_, bytes.data(), bytes.size(), MSG_DONTWAIT) ==
          static_cast<ssize_t>(bytes.size());
 }
@@ -48,7 +48,9 @@ int UdpHeartbeatSender::ReadAcks() {
       if (errno == ECONNREFUSED || errno == EINTR) continue;
       return acks;
     }
-    if (sequence_.Accept(std::string_view(buffer, static_cast<size_t>(got)))) {
+    if (const auto sent = sequence_.Accept(
+            std::string_view(buffer, static_cast<size_t>(got)))) {
+      newest_acked_sent_ = *sent;
       ++acks;
     }
   }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,6 +31,11 @@ class UdpHeartbeatSender {
   // valid acks of this session newer than the newest before (others,
   // replays included, are dropped).
   int ReadAcks();
+  // When the newest acknowledged heartbeat was sent (nullopt before the
+  // first ack): the lease runs from there.
+  std::optional<HeartbeatSequence::Time> NewestAckedSentAt() const {
+    return newest_acked_sent_;
+  }
   // Whether the last heartbeat sent has been acknowledged (false before
   // the first).
   bool LastHeartbeatAcked() const { return sequence_.LastAcked(); }
@@ -40,6 +46,7 @@ class UdpHeartbeatSender {
 
   const int fd_;
   HeartbeatSequence sequence_;
+  std::optional<HeartbeatSequence::Time> newest_acked_sent_;
 };
 
 }  // namespace trl

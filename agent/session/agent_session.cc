@@ -50,6 +50,13 @@ AgentSession::~AgentSession() = default;
 bool AgentSession::Write(const pb::AgentMessage& message) {
   std::lock_guard<std::mutex> lock(write_mutex_);
   if (!open_) return false;
+  return WriteLocked(message);
+}
+
+bool AgentSession::WriteLocked(const pb::AgentMessage& message) {
+  // In the order written: the coordinator's words count what it read.
+  core_->With(
+      [](AgentCore& core) { core.StreamMessageSent(steady_clock::now()); });
   return stream_->Write(message);
 }
 
@@ -66,6 +73,7 @@ void AgentSession::Apply(const AgentEffects& effects,
     std::lock_guard<std::mutex> lock(group_mutex_);
     EndGroup();  // nothing of an older generation may survive
   }
+  if (effects.not_started) Log()->warn("{}", *effects.not_started);
   if (effects.start_workers) StartWorkers(*effects.start_workers);
   if (effects.signal_workers) {
     std::optional<std::chrono::milliseconds> grace;
@@ -336,15 +344,16 @@ void AgentSession::HeartbeatLoop() {
   std::unique_lock<std::mutex> lock(write_mutex_);
   while (open_) {
     const auto now = steady_clock::now();
-    const int acks = udp_ ? udp_->ReadAcks() : 0;
+    const std::optional<steady_clock::time_point> acked_sent =
+        udp_ && udp_->ReadAcks() > 0 ? udp_->NewestAckedSentAt() : std::nullopt;
     const bool acked = udp_ && udp_->LastHeartbeatAcked();
     const auto [due, expired] = core_->With([&](AgentCore& core) {
-      core.UdpAcksRead(acks, now);
+      if (acked_sent) core.UdpAcked(*acked_sent);
       return std::make_pair(core.HeartbeatAt(now, acked), core.lease_expired());
     });
     if (expired) break;
     if (due.datagram && udp_) udp_->SendHeartbeat();
-    if (due.stream) stream_->Write(beat);
+    if (due.stream) WriteLocked(beat);
     // At the next beat, or sooner to read acks.
     heartbeat_wakeup_.wait_until(
         lock, std::min(due.next, steady_clock::now() + period));

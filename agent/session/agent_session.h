@@ -48,6 +48,8 @@ class AgentSession {
 
  private:
   bool Write(const trl::launch::v1::AgentMessage& message);
+  // Write with write_mutex_ held; the core notes when it was sent.
+  bool WriteLocked(const trl::launch::v1::AgentMessage& message);
   void HeartbeatLoop();
   // Sends the lines of the coordinator's log subscriptions (LogRing) over
   // the stream until the session ends. A slow stream only fills the

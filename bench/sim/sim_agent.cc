@@ -117,6 +117,12 @@ void SimAgent::Send(pb::AgentMessage message) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closing_) return;
+    {
+      // In the order written, as a real agent: the coordinator's words
+      // count what it read.
+      std::lock_guard<std::mutex> core_lock(core_mutex_);
+      core_.StreamMessageSent(SimClock::now());
+    }
     outgoing_.push_back(std::move(message));
     if (writing_) return;
     writing_ = true;
@@ -174,7 +180,7 @@ void SimAgent::Tick(SimClock::time_point now) {
   }
   if (beat.datagram) {
     std::lock_guard<std::mutex> lock(udp_mutex_);
-    if (sequence_) datagrams_->Send(sequence_->Next());
+    if (sequence_) datagrams_->Send(sequence_->Next(SimClock::now()));
   }
   if (beat.stream) {
     pb::AgentMessage message;
@@ -184,13 +190,15 @@ void SimAgent::Tick(SimClock::time_point now) {
 }
 
 void SimAgent::DatagramReceived(std::string_view bytes) {
+  std::optional<SimClock::time_point> sent;
   {
     std::lock_guard<std::mutex> lock(udp_mutex_);
-    if (!sequence_ || !sequence_->Accept(bytes)) return;
+    if (sequence_) sent = sequence_->Accept(bytes);
   }
+  if (!sent) return;
   recorder_->HeartbeatAcked();
   std::lock_guard<std::mutex> lock(core_mutex_);
-  core_.UdpAcksRead(1, SimClock::now());
+  core_.UdpAcked(*sent);
 }
 
 void SimAgent::FailWorker(int local_rank, int exit_code) {

@@ -28,6 +28,11 @@ class AgentLink {
   // false (it must then not pause). Never blocks; the next message is read
   // on another thread. Links that never see false need not care.
   virtual void ResumeReading() {}
+  // The agent's machine was declared lost: what the link sends from now on
+  // vouches for nothing the agent says after this
+  // (CoordinatorMessage.agent_messages_read stays where it is), so that no
+  // word keeps the lease of a machine whose ranks go elsewhere.
+  virtual void Fenced() {}
 };
 
 }  // namespace trl

@@ -155,6 +155,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
       pb::CoordinatorMessage stop =
           StopOrder(machine_.generation(), "this machine was declared lost");
       stop.mutable_stop()->set_fenced(true);
+      link->Fenced();
       link->Send(stop);
       agents_.Fence(link);
       Unregister(link);

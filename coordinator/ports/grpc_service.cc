@@ -31,6 +31,12 @@ namespace pb = trl::launch::v1;
 namespace {
 
 constexpr int kMaxMessageBytes = 4 << 20;
+// What the coordinator sends at most in one message: the whole status
+// (GetJobStatus without a slice, `ps --json`) of 16,384 machines x 8 ranks
+// is about 5 MB since ranks name their host, past gRPC's default 4 MiB
+// (ps then failed there). 64 MiB leaves room for 1M ranks; what agents
+// are sent stays small, and they take 4 MiB at most.
+constexpr int kMaxSendBytes = 64 << 20;
 // What GetJobEvents sends at most, under kMaxMessageBytes.
 constexpr size_t kMaxEventsBytes = kMaxMessageBytes - (64 << 10);
 
@@ -53,6 +59,8 @@ class AgentStream
       MutexLock lock(&mutex_);
       if (close_requested_) return;
       outgoing_.push_back(message);
+      // What the agent's lease runs from (its messages read so far).
+      outgoing_.back().set_agent_messages_read(vouched_ ? *vouched_ : read_);
       if (writing_) return;
       writing_ = true;
       next = &outgoing_.front();
@@ -74,6 +82,11 @@ class AgentStream
   }
 
   std::string Peer() const override { return peer_; }
+
+  void Fenced() override {
+    MutexLock lock(&mutex_);
+    if (!vouched_) vouched_ = read_;
+  }
 
   void OnWriteDone(bool ok) override {
     TakeFromGrpc(this);
@@ -101,6 +114,10 @@ class AgentStream
       core_->OnDisconnected(this);
       Close();
       return;
+    }
+    {
+      MutexLock lock(&mutex_);
+      ++read_;
     }
     if (incoming_.has_log_batch()) {
       // Worker output for `trl-coord logs`: the relay, not the job's lock.
@@ -163,6 +180,10 @@ class AgentStream
   // No read outstanding until ResumeReading (Coordinator::OnMessage).
   bool read_paused_ ABSL_GUARDED_BY(mutex_) = false;
   bool resumed_early_ ABSL_GUARDED_BY(mutex_) = false;
+  // The agent's messages read, and where the count stopped once its
+  // machine was fenced.
+  uint64_t read_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::optional<uint64_t> vouched_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace
@@ -363,7 +384,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   // for those that do but make no call.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                              idle_connection_ms);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxSendBytes);
   // Agents' liveness is their heartbeats' business; pings only find dead
   // TCP connections (see agent/link/agent_channel.cc).
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);

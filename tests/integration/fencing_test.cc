@@ -172,5 +172,64 @@ TEST_F(FencingTest, RanksThatExitedZeroWhileTheirAgentWasFrozenSucceedOnce) {
   std::filesystem::remove(go);
 }
 
+TEST_F(FencingTest, AThawedAgentStartsNoGenerationItWasSentWhileFrozen) {
+  // Machine 1's ranks have exited 0 when its agent is frozen; rank 0 then
+  // fails, and the restart's assignment (generation 1) waits unread in the
+  // frozen agent's socket. The coordinator loses machine 1 and the spare
+  // runs its ranks in generation 2. Thawed, the agent reads generation 1's
+  // assignment: it once took that stale word for a renewed lease and
+  // started ranks 2-3 beside the spare's (I1). A word read late proves only
+  // that the coordinator had heard this agent when it wrote it.
+  const std::string go =
+      ::testing::TempDir() + "/trl-fence-stale-" + std::to_string(port_);
+  std::filesystem::remove(go);
+  const std::vector<std::string> flags = {
+      "--heartbeat_interval", "0.2", "--lease",    "2", "--stop_grace", "1",
+      "--max_restarts",       "1",   "--no_python"};
+  const std::vector<std::string> worker = {
+      "/bin/sh", "-c",
+      "echo start gen $TRL_GENERATION rank $RANK machine $TRL_MACHINE_RANK "
+      "pid $$; case $TRL_GENERATION:$RANK in 0:2|0:3) exit 0;; 0:0) while [ ! "
+      "-e " +
+          go +
+          " ]; do sleep 0.05; done; exit 1;; 0:*) exec sleep 60;; "
+          "*) exec sleep 4;; esac"};
+  auto frozen = StartAgent(2, 4, 1, flags);
+  std::vector<std::string> spare_argv = {TRL_AGENT_BIN, "--spare"};
+  for (auto& flag : ClusterFlags(2, 4)) spare_argv.push_back(flag);
+  for (auto& flag : flags) spare_argv.push_back(flag);
+  Subprocess spare(spare_argv);
+  auto coord = StartCoordinator(2, 4, worker, flags);
+  ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
+      << frozen->Output() << coord->Output();
+  // Their exits reach the coordinator (its stream, at once).
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  frozen->Signal(SIGSTOP);
+  std::ofstream(go).put('1');
+  ASSERT_TRUE(coord->WaitForOutput("machine 1 is lost", seconds(20)))
+      << coord->Output();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return spare.Stdout().find("start gen 2 rank 2") != std::string::npos;
+      },
+      seconds(20)))
+      << coord->Output() << spare.Output();
+  ASSERT_NE(coord->Output().find("generation 1: world size"), std::string::npos)
+      << "no restart before the loss: the scenario did not happen\n"
+      << coord->Output();
+  frozen->Signal(SIGCONT);
+  ASSERT_TRUE(frozen->WaitForOutput("generation 1", seconds(10)))
+      << frozen->Output();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(frozen->Stdout().find("start gen 1 rank 2"), std::string::npos)
+      << "the thawed agent started ranks the spare runs:\n"
+      << frozen->Output() << spare.Output();
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_EQ(spare.Wait(seconds(30)), 0) << spare.Output();
+  frozen->Signal(SIGTERM);
+  frozen->Wait(seconds(10));
+  std::filesystem::remove(go);
+}
+
 }  // namespace
 }  // namespace trl::testing

@@ -34,7 +34,22 @@ class AgentCoreTest : public ::testing::Test {
     registration.set_machine_rank(1);
     registration.set_local_world_size(2);
     registration.set_checks_command(true);
-    return core_.StartSession(registration, At(ms));
+    pb::AgentMessage hello = core_.StartSession(registration, At(ms));
+    core_.StreamMessageSent(At(ms));  // the edge writes it
+    sent_ = 1;
+    return hello;
+  }
+
+  // The agent sent a message at `ms` and `message` is the coordinator's
+  // word written once it had read it (what keeps the lease).
+  AgentEffects Heard(pb::CoordinatorMessage message, int64_t ms,
+                     int64_t read_ms) {
+    core_.StreamMessageSent(At(ms));
+    message.set_agent_messages_read(++sent_);
+    return core_.Received(message, At(read_ms));
+  }
+  AgentEffects Heard(pb::CoordinatorMessage message, int64_t ms) {
+    return Heard(std::move(message), ms, ms);
   }
 
   AgentEffects Reply(bool accepted, int udp_port = 0, int64_t ms = 0) {
@@ -45,7 +60,7 @@ class AgentCoreTest : public ::testing::Test {
     reply->set_heartbeat_udp_port(udp_port);
     reply->set_heartbeat_session(7);
     reply->set_heartbeat_key("k");
-    return core_.Received(message, At(ms));
+    return Heard(message, ms);
   }
 
   AgentEffects Assign(int64_t generation, std::string job_id = "job-1",
@@ -58,14 +73,14 @@ class AgentCoreTest : public ::testing::Test {
     a->set_rank_offset(2);
     a->set_local_world_size(2);
     a->add_argv("train.py");
-    return core_.Received(message, At(ms));
+    return Heard(message, ms);
   }
 
   AgentEffects Stop(int64_t generation, int signal = 0) {
     pb::CoordinatorMessage message;
     message.mutable_stop()->set_generation(generation);
     message.mutable_stop()->set_signal(signal);
-    return core_.Received(message, At(0));
+    return Heard(message, 0);
   }
 
   AgentEffects Exit(int64_t generation, int local_rank, int code,
@@ -79,6 +94,7 @@ class AgentCoreTest : public ::testing::Test {
   }
 
   AgentCore core_;
+  uint64_t sent_ = 0;  // stream messages the agent wrote this session
 };
 
 TEST_F(AgentCoreTest, AnAcceptedRegistrationSweepsBeforeAnythingElse) {
@@ -144,8 +160,7 @@ TEST_F(AgentCoreTest, WordsReadDuringTheGraceKeepTheLease) {
 
 TEST_F(AgentCoreTest, AcknowledgedDatagramsKeepTheLease) {
   Start(0);
-  core_.UdpAcksRead(0, At(3000));  // nothing new: not a word
-  core_.UdpAcksRead(1, At(3500));
+  core_.UdpAcked(At(3500));  // the heartbeat sent at 3.5 s
   EXPECT_FALSE(core_.LeaseAt(At(7400)).expired);
   EXPECT_FALSE(core_.LeaseAt(At(7600)).expired);
   EXPECT_TRUE(core_.LeaseAt(At(7800)).expired);
@@ -160,7 +175,7 @@ TEST_F(AgentCoreTest, TheFenceFollowsTheLeaseAndOutlivesTheSession) {
   EXPECT_EQ(core_.FenceDeadline(), At(4000 + 200 + 300));
   Reply(true, 0, 1000);
   EXPECT_EQ(core_.FenceDeadline(), At(5500));
-  core_.UdpAcksRead(1, At(2000));
+  core_.UdpAcked(At(2000));
   EXPECT_EQ(core_.FenceDeadline(), At(6500));
   core_.SweepStarted();
   EXPECT_FALSE(core_.FenceDeadline().has_value());
@@ -190,9 +205,72 @@ TEST_F(AgentCoreTest, AFencedStopKeepsNoLeaseAndAsksForTheFencesGrace) {
   // An ordinary stop is a word from the coordinator, with the stop grace.
   AgentCore fresh(Settings());
   fresh.StartSession(pb::AgentRegistration(), At(0));
+  fresh.StreamMessageSent(At(0));
+  fresh.StreamMessageSent(At(3000));
   message.mutable_stop()->set_fenced(false);
+  message.set_agent_messages_read(2);
   EXPECT_FALSE(fresh.Received(message, At(3000)).fence_grace);
   EXPECT_EQ(fresh.FenceDeadline(), At(7500));
+}
+
+TEST_F(AgentCoreTest, AWordReadLateKeepsTheLeaseOnlyFromWhenTheAgentWasHeard) {
+  // A frozen agent reads, at 9 s, the coordinator's answer to the
+  // heartbeat it sent at 1 s. The coordinator heard it at 1 s and may have
+  // declared it lost since: the lease runs from 1 s, not from 9 s.
+  Start(0);
+  Reply(true, 0, 0);
+  pb::CoordinatorMessage ack;
+  ack.mutable_heartbeat_ack();
+  Heard(ack, 1000, 9000);
+  EXPECT_EQ(core_.FenceDeadline(), At(1000 + 4000 + 200 + 300));
+  EXPECT_FALSE(core_.LeaseAt(At(9000)).expired);  // the grace, for the rest
+  EXPECT_TRUE(core_.LeaseAt(At(9200)).expired);
+}
+
+TEST_F(AgentCoreTest, AWordThatCountsNoKnownMessageRenewsNothing) {
+  Start(0);
+  Reply(true, 0, 0);
+  pb::CoordinatorMessage ack;
+  ack.mutable_heartbeat_ack();
+  // A coordinator that counts nothing, or more than the agent wrote.
+  core_.Received(ack, At(3000));
+  ack.set_agent_messages_read(99);
+  core_.Received(ack, At(3000));
+  EXPECT_EQ(core_.FenceDeadline(), At(4500));
+  // A count older than the newest heard moves nothing back.
+  Heard(ack, 2000);
+  ack.set_agent_messages_read(1);
+  core_.Received(ack, At(2500));
+  EXPECT_EQ(core_.FenceDeadline(), At(6500));
+}
+
+TEST_F(AgentCoreTest, AnAssignmentReadAfterTheLeaseRanOutStartsNothing) {
+  // The restart's assignment waited in a frozen agent's socket; when it is
+  // read, the lease (from the last heartbeat the coordinator heard, 1 s)
+  // is over, and the ranks may run elsewhere: nothing starts, the session
+  // ends as at the lease's end.
+  Start(0);
+  Reply(true, 0, 0);
+  pb::CoordinatorMessage message;
+  auto* a = message.mutable_assignment();
+  a->set_job_id("job-1");
+  a->set_generation(1);
+  a->set_local_world_size(2);
+  a->add_argv("train.py");
+  const AgentEffects late = Heard(message, 1000, 5001);
+  EXPECT_FALSE(late.start_workers.has_value());
+  EXPECT_TRUE(late.cancel_stream);
+  ASSERT_TRUE(late.not_started.has_value());
+  EXPECT_NE(late.not_started->find("lease ran out"), std::string::npos);
+  EXPECT_TRUE(core_.lease_expired());
+  EXPECT_TRUE(core_.LeaseAt(At(5001)).expired);
+  // Within the lease it starts.
+  AgentCore on_time(Settings());
+  on_time.StartSession(pb::AgentRegistration(), At(0));
+  on_time.StreamMessageSent(At(0));
+  on_time.StreamMessageSent(At(1000));
+  message.set_agent_messages_read(2);
+  EXPECT_TRUE(on_time.Received(message, At(5000)).start_workers.has_value());
 }
 
 TEST_F(AgentCoreTest, TheLeaseIsNotHeldAgainstASweep) {
