@@ -342,6 +342,15 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  o.worker_heartbeat_timeout_s,
                  "Seconds without a touch of TRL_HEARTBEAT_FILE after which a "
                  "worker counts as hung (0: off)");
+  app.add_option(FlagNames("hang_output_timeout"), o.hang_output_timeout_s,
+                 "Seconds without a byte of output from any rank of a "
+                 "machine after which its ranks count as hung (0: off)")
+      ->check(CLI::Range(0.0, 864000.0));
+  app.add_option(FlagNames("hang_cpu_timeout"), o.hang_cpu_timeout_s,
+                 "Seconds a worker's processes may use less than 1% of a "
+                 "core before it counts as hung (asleep, waiting for a "
+                 "peer, deadlocked; 0: off)")
+      ->check(CLI::Range(0.0, 864000.0));
   app.add_option(FlagNames("lease"), o.lease_s,
                  "Seconds an agent keeps workers running without hearing "
                  "from the coordinator (default: heartbeat_interval x "

@@ -25,7 +25,19 @@ mkdir -p "$(dirname "$venv")"
 exec 9>"$venv.lock"
 flock 9
 
+# Tools beside the requirements (tests/pypi/tools.txt: py-spy, which the
+# agent runs to capture a hung worker's Python stacks): a few MB, added to
+# an environment that has the rest without making it again.
+add_tools() {
+  if ! "$venv/bin/python" -m pip --disable-pip-version-check --cache-dir \
+      "$cache" -q install -r tests/pypi/tools.txt >&2; then
+    echo "FAIL: could not install tests/pypi/tools.txt into $venv" >&2
+    exit 1
+  fi
+}
+
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ]; then
+  [ -x "$venv/bin/py-spy" ] || add_tools
   echo "$venv"
   exit 0
 fi
@@ -42,5 +54,6 @@ if ! "${pip[@]}" install -r "$venv/.requirements-first" >&2 ||
   echo "FAIL: could not install $requirements into $venv (is PyPI reachable? df -h $(dirname "$venv"))" >&2
   exit 1
 fi
+add_tools
 echo "$want" >"$stamp"
 echo "$venv"

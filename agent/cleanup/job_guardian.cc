@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "agent/cleanup/fence_page.h"
-#include "agent/cleanup/process_facts.h"
+#include "agent/procfs/process_facts.h"
 #include "agent/workers/worker_cgroup.h"
 #include "common/daemon_process.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "agent/cleanup/job_guardian.h"
-#include "agent/cleanup/process_facts.h"
+#include "agent/procfs/process_facts.h"
 
 namespace trl {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/cleanup/process_facts.h"
+#include "agent/procfs/process_facts.h"
 
 namespace trl {
 

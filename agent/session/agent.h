@@ -53,6 +53,10 @@ struct AgentOptions {
   // A worker that does not touch TRL_HEARTBEAT_FILE for this long is hung
   // and killed; zero disables the check.
   std::chrono::milliseconds worker_heartbeat_timeout{0};
+  // Hangs seen without the script: no output from the machine's ranks, a
+  // worker's processes idle, for this long (zero: off).
+  std::chrono::milliseconds hang_output_timeout{0};
+  std::chrono::milliseconds hang_cpu_timeout{0};
   std::chrono::milliseconds connect_timeout{900000};
   // Once registered: how long a lost coordinator is waited for.
   std::chrono::milliseconds reconnect_timeout{120000};

@@ -21,6 +21,8 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.udp_heartbeats = !flags.no_udp_heartbeats;
   options.worker_heartbeat_timeout =
       SecondsToMillis(flags.worker_heartbeat_timeout_s);
+  options.hang_output_timeout = SecondsToMillis(flags.hang_output_timeout_s);
+  options.hang_cpu_timeout = SecondsToMillis(flags.hang_cpu_timeout_s);
   options.connect_timeout = SecondsToMillis(flags.rdzv_timeout_s);
   options.reconnect_timeout = SecondsToMillis(flags.reconnect_timeout_s);
   options.tls_cert = flags.tls_cert;

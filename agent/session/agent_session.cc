@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/cleanup/orphans.h"
 #include "agent/cleanup/stale_workers.h"
+#include "agent/workers/stack_capture.h"
 #include "common/auth_token.h"
 #include "common/logging.h"
 #include "common/network.h"
@@ -563,6 +564,7 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     launch.heartbeat_path = inputs.heartbeat_file;
     if (!options_.log_dir.empty()) {
       launch.log_path = run_dir / absl::StrCat("rank", rank, ".log");
+      launch.stacks_path = run_dir / absl::StrCat("rank", rank, ".stacks.txt");
     }
     launches.push_back(std::move(launch));
   }
@@ -583,9 +585,15 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
                                      const WorkerOutcome& outcome) {
     ReportExit(generation, local_rank, outcome);
   };
-  group_ = std::make_unique<WorkerGroup>(generation, console_,
-                                         std::move(events), stop_grace_,
-                                         options_.worker_heartbeat_timeout);
+  HangOptions hangs;
+  hangs.detect.heartbeat_timeout = options_.worker_heartbeat_timeout;
+  hangs.detect.output_timeout = options_.hang_output_timeout;
+  hangs.detect.cpu_timeout = options_.hang_cpu_timeout;
+  if (hangs.detect.any() && executable.ok()) {
+    hangs.py_spy = FindPySpy(*executable, SearchPath());
+  }
+  group_ = std::make_unique<WorkerGroup>(
+      generation, console_, std::move(events), stop_grace_, std::move(hangs));
   if (!executable.ok()) {
     Log()->error("cannot start workers: {}",
                  std::string(executable.status().message()));

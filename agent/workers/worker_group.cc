@@ -5,20 +5,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <map>
 
-#include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
+#include "agent/core/stack_summary.h"
+#include "agent/procfs/process_facts.h"
+#include "agent/workers/stack_capture.h"
 #include "agent/workers/worker_output.h"
+#include "common/logging.h"
 
 namespace trl {
 
 WorkerGroup::WorkerGroup(int64_t generation, Console* console, Events events,
                          std::chrono::milliseconds stop_grace,
-                         std::chrono::milliseconds heartbeat_timeout)
+                         HangOptions hangs)
     : generation_(generation),
       console_(console),
       events_(std::move(events)),
       stop_grace_(stop_grace),
-      heartbeat_timeout_(heartbeat_timeout),
+      hangs_(std::move(hangs)),
       cgroup_(WorkerCgroup::Create("trl-agent-" + std::to_string(getpid()) +
                                    "-gen" + std::to_string(generation))) {}
 
@@ -37,7 +43,7 @@ WorkerGroup::~WorkerGroup() {
     if (worker->waiter.joinable()) worker->waiter.join();
   }
   if (grace_thread_.joinable()) grace_thread_.join();
-  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  if (hang_thread_.joinable()) hang_thread_.join();
   cgroup_.reset();  // kills whatever the workers left in it
 }
 
@@ -70,8 +76,9 @@ void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
       continue;
     }
     worker->process = *std::move(process);
+    worker->rank = launch.rank;
     worker->heartbeat_path = launch.heartbeat_path;
-    worker->last_sign_of_life = std::chrono::steady_clock::now();
+    worker->stacks_path = launch.stacks_path;
     started.push_back({launch.local_rank, worker->process->pid()});
     to_watch.push_back({worker.get(), launch.rank, launch.log_path});
     {
@@ -91,47 +98,134 @@ void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
         [this, raw = watch.worker, rank = watch.rank,
          log_path = watch.log_path] { WaitFor(raw, rank, log_path); });
   }
-  if (heartbeat_timeout_.count() > 0 && !heartbeat_thread_.joinable()) {
-    heartbeat_thread_ = std::thread([this] { WatchHeartbeats(); });
+  if (hangs_.detect.any() && !hang_thread_.joinable()) {
+    hang_thread_ = std::thread([this] { WatchForHangs(); });
   }
 }
 
-void WorkerGroup::WatchHeartbeats() {
-  const auto period = std::min<std::chrono::milliseconds>(
-      heartbeat_timeout_ / 4, std::chrono::milliseconds(500));
+void WorkerGroup::WatchForHangs() {
+  const auto period = hangs_.detect.SamplePeriod();
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!shutting_down_ && !stopping_) {
-    const auto now = std::chrono::steady_clock::now();
+  std::vector<int> started;
+  for (const auto& worker : workers_) {
+    if (worker->process) started.push_back(worker->local_rank);
+  }
+  HangWatch watch(hangs_.detect, started, std::chrono::steady_clock::now());
+  while (true) {
+    // The first look after a period: nothing hangs at its start, and a
+    // walk of /proc does not compete with the workers' own start.
+    changed_.wait_for(lock, period);
+    if (shutting_down_ || stopping_) return;
+    // What to read, under the lock; /proc and the files are read without
+    // it (a stop must not wait for them).
+    struct Probe {
+      Worker* worker;
+      pid_t pid;
+      bool exited;
+    };
+    std::vector<Probe> probes;
     for (auto& worker : workers_) {
-      if (worker->exited || !worker->process || !worker->hang_reason.empty()) {
+      if (!worker->process) continue;
+      probes.push_back({worker.get(), worker->process->pid(), worker->exited});
+    }
+    lock.unlock();
+    std::map<pid_t, double> cpu;
+    if (hangs_.detect.cpu_timeout.count() > 0) {
+      std::vector<pid_t> roots;
+      for (const Probe& probe : probes) {
+        if (!probe.exited) roots.push_back(probe.pid);
+      }
+      cpu = TreeCpuSeconds(roots);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    for (const Probe& probe : probes) {
+      if (probe.exited) {
+        watch.Exited(probe.worker->local_rank);
         continue;
       }
-      struct stat info;
-      if (!worker->heartbeat_path.empty() &&
-          stat(worker->heartbeat_path.c_str(), &info) == 0 &&
-          (info.st_mtim.tv_sec != worker->last_mtime.tv_sec ||
-           info.st_mtim.tv_nsec != worker->last_mtime.tv_nsec)) {
-        worker->last_mtime = info.st_mtim;
-        worker->last_sign_of_life = now;
+      WorkerSample sample;
+      sample.output_bytes =
+          probe.worker->output_bytes.load(std::memory_order_relaxed);
+      if (auto it = cpu.find(probe.pid); it != cpu.end()) {
+        sample.cpu_seconds = it->second;
       }
-      const auto silent = now - worker->last_sign_of_life;
-      if (silent > heartbeat_timeout_) {
-        worker->hang_reason = absl::StrFormat(
-            "hung: no heartbeat in TRL_HEARTBEAT_FILE for %.1f s (timeout "
-            "%.1f s); killed",
-            std::chrono::duration<double>(silent).count(),
-            heartbeat_timeout_.count() / 1000.0);
-        worker->process->SignalGroup(SIGKILL);
+      // A touch is a change of the file's mtime, whatever that mtime says.
+      struct stat info;
+      if (!probe.worker->heartbeat_path.empty() &&
+          stat(probe.worker->heartbeat_path.c_str(), &info) == 0) {
+        sample.heartbeat_mtime_ns =
+            static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 +
+            info.st_mtim.tv_nsec;
+      }
+      watch.Sample(probe.worker->local_rank, sample, now);
+    }
+    if (const std::optional<Hang> hang = watch.Check(now)) {
+      EndHang(*hang);
+      return;
+    }
+    lock.lock();
+  }
+}
+
+void WorkerGroup::EndHang(const Hang& hang) {
+  // Every worker of the group, before any is killed: the hung one and
+  // where the others stand (waiting for it in a collective, say).
+  struct Captured {
+    Worker* worker;
+    CapturedStacks stacks;
+  };
+  std::vector<Captured> captured;
+  {
+    std::vector<Worker*> alive;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_ || shutting_down_) return;
+      for (auto& worker : workers_) {
+        if (worker->process && !worker->exited) alive.push_back(worker.get());
       }
     }
-    changed_.wait_for(lock, period);
+    for (Worker* worker : alive) {
+      captured.push_back(
+          {worker, CaptureStacks(worker->process->pid(), hangs_.py_spy,
+                                 hangs_.py_spy_limit)});
+    }
+  }
+  std::vector<std::pair<int, std::string>> where;
+  for (const Captured& c : captured) {
+    where.emplace_back(c.worker->rank, c.stacks.where);
+  }
+  ComponentLogger("agent")->warn("generation {}: {}; where its ranks stand: {}",
+                                 generation_, hang.reason,
+                                 WhereRanksStand(where));
+  for (const Captured& c : captured) {
+    if (c.worker->stacks_path.empty()) continue;
+    std::ofstream out(c.worker->stacks_path, std::ios::trunc);
+    out << "rank " << c.worker->rank << ": " << c.stacks.where << "\n"
+        << "(captured when " << hang.reason << ")\n\n"
+        << c.stacks.text;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopping_ || shutting_down_) return;
+  for (const Captured& c : captured) {
+    const bool hung =
+        std::find(hang.local_ranks.begin(), hang.local_ranks.end(),
+                  c.worker->local_rank) != hang.local_ranks.end();
+    if (!hung || c.worker->exited) continue;
+    c.worker->hang_reason = absl::StrCat(hang.reason, "; ", c.stacks.where);
+    if (!c.worker->stacks_path.empty()) {
+      absl::StrAppend(&c.worker->hang_reason,
+                      " (stacks: ", c.worker->stacks_path, ")");
+    }
+    absl::StrAppend(&c.worker->hang_reason, "; killed");
+    c.worker->process->SignalGroup(SIGKILL);
   }
 }
 
 void WorkerGroup::WaitFor(Worker* worker, int rank,
                           const std::string& log_path) {
   WorkerOutput output(rank, worker->process->TakeStdout(),
-                      worker->process->TakeStderr(), console_, log_path);
+                      worker->process->TakeStderr(), console_, log_path,
+                      &worker->output_bytes);
   WorkerOutcome outcome;
   outcome.exit = worker->process->Wait();
   // The group is gone now; the pipes close as soon as the kernel has torn

@@ -1,6 +1,9 @@
 // The workers of one generation on this machine: started together, watched
 // by one waiter thread each, stopped together (a signal to every process
-// group, then SIGKILL once the grace period has passed).
+// group, then SIGKILL once the grace period has passed). One more thread
+// looks for hangs (agent/core/hang_watch.h); when it finds one, it
+// captures what every worker of the group was doing (stack_capture.h),
+// then kills the hung ones, naming the detector and where each stood.
 //
 // Start() must be called from a thread that lives as long as the workers:
 // PR_SET_PDEATHSIG fires when the thread that forked a worker exits.
@@ -9,6 +12,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "agent/console/console.h"
+#include "agent/core/hang_watch.h"
 #include "agent/workers/worker_cgroup.h"
 #include "agent/workers/worker_process.h"
 #include "common/stop_signals.h"
@@ -34,6 +39,23 @@ struct WorkerLaunch {
   std::string log_path;  // empty: no log file
   // TRL_HEARTBEAT_FILE of this worker, watched when a timeout is set.
   std::string heartbeat_path;
+  // Where what it was doing is written if it hangs (empty: nowhere).
+  std::string stacks_path;
+};
+
+// How the group looks for hung workers, and what it captures of them
+// before the kill.
+struct HangOptions {
+  HangSettings detect;
+  std::string py_spy;  // "": the kernel's view only
+  std::chrono::milliseconds py_spy_limit{5000};
+
+  // Only TRL_HEARTBEAT_FILE, with `timeout`.
+  static HangOptions HeartbeatFile(std::chrono::milliseconds timeout) {
+    HangOptions options;
+    options.detect.heartbeat_timeout = timeout;
+    return options;
+  }
 };
 
 struct WorkerOutcome {
@@ -64,13 +86,9 @@ class WorkerGroup {
     std::function<void(int local_rank, const WorkerOutcome& outcome)> exited;
   };
 
-  // `heartbeat_timeout`: a worker that has not touched its heartbeat file
-  // for this long (counting from its start until its first touch) is hung
-  // and killed; zero disables the check.
+  // `hangs`: what makes a worker hung (none by default).
   WorkerGroup(int64_t generation, Console* console, Events events,
-              std::chrono::milliseconds stop_grace,
-              std::chrono::milliseconds heartbeat_timeout =
-                  std::chrono::milliseconds(0));
+              std::chrono::milliseconds stop_grace, HangOptions hangs = {});
   // Kills whatever still runs and joins every thread.
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
@@ -96,28 +114,29 @@ class WorkerGroup {
  private:
   struct Worker {
     int local_rank = 0;
+    int rank = 0;
     std::unique_ptr<WorkerProcess> process;
     std::thread waiter;
     bool exited = false;
     std::string heartbeat_path;
-    // Hang detection reads only the steady clock: a wall-clock step must
-    // neither kill a healthy worker nor spare a hung one. A touch is seen
-    // as a change of the file's mtime, whatever that mtime says.
-    std::chrono::steady_clock::time_point last_sign_of_life;
-    struct timespec last_mtime = {0, 0};
-    std::string hang_reason;         // set by WatchHeartbeats before it kills
+    std::string stacks_path;
+    std::atomic<uint64_t> output_bytes{0};  // counted by its WorkerOutput
+    std::string hang_reason;         // set by WatchForHangs before it kills
     bool ended_before_stop = false;  // exited before the first Stop
   };
 
   void WaitFor(Worker* worker, int rank, const std::string& log_path);
   void EnforceGrace();
-  void WatchHeartbeats();
+  void WatchForHangs();
+  // What a hung group's workers were doing (written to their stacks
+  // files), then the hung ones killed with `hang`'s reason.
+  void EndHang(const Hang& hang);
 
   const int64_t generation_;
   Console* console_;
   Events events_;
   const std::chrono::milliseconds stop_grace_;
-  const std::chrono::milliseconds heartbeat_timeout_;
+  const HangOptions hangs_;
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -126,7 +145,7 @@ class WorkerGroup {
   std::chrono::steady_clock::time_point kill_at_;  // once stopping_
   bool shutting_down_ = false;
   std::thread grace_thread_;
-  std::thread heartbeat_thread_;
+  std::thread hang_thread_;
   // Holds every process of this group where cgroup v2 allows; may be null.
   std::unique_ptr<WorkerCgroup> cgroup_;
 };

@@ -14,13 +14,15 @@
 namespace trl {
 
 WorkerOutput::WorkerOutput(int rank, int stdout_fd, int stderr_fd,
-                           Console* console, const std::string& log_path)
+                           Console* console, const std::string& log_path,
+                           std::atomic<uint64_t>* bytes_read)
     : rank_(rank),
       prefix_("[rank " + std::to_string(rank) + "] "),
       log_path_(log_path),
       fds_{stdout_fd, stderr_fd},
       wake_{-1, -1},
-      console_(console) {
+      console_(console),
+      bytes_read_(bytes_read) {
   if (!log_path.empty()) {
     log_.open(log_path, std::ios::app);
     if (!log_.is_open()) {
@@ -149,6 +151,10 @@ void WorkerOutput::Pump() {
       const int i = which[p];
       const ssize_t n = read(fds_[i], buffer, sizeof(buffer));
       if (n > 0) {
+        if (bytes_read_ != nullptr) {
+          bytes_read_->fetch_add(static_cast<uint64_t>(n),
+                                 std::memory_order_relaxed);
+        }
         pending[i].text.append(buffer, n);
         Emit(i == 1, pending[i], false);
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {

@@ -10,7 +10,9 @@
 #ifndef TRL_AGENT_WORKERS_WORKER_OUTPUT_H_
 #define TRL_AGENT_WORKERS_WORKER_OUTPUT_H_
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -30,9 +32,12 @@ class WorkerOutput {
 
   // Takes ownership of both descriptors. `log_path` may be empty; a log
   // file that cannot be opened or written is reported once (on the
-  // agent's log) and the console keeps the output.
+  // agent's log) and the console keeps the output. `bytes_read`, if set,
+  // counts every byte read (a progress bar's \r updates included): what
+  // the hang watch sees of the worker's output.
   WorkerOutput(int rank, int stdout_fd, int stderr_fd, Console* console,
-               const std::string& log_path);
+               const std::string& log_path,
+               std::atomic<uint64_t>* bytes_read = nullptr);
   ~WorkerOutput();
   WorkerOutput(const WorkerOutput&) = delete;
   WorkerOutput& operator=(const WorkerOutput&) = delete;
@@ -65,6 +70,7 @@ class WorkerOutput {
   int fds_[2];
   int wake_[2];  // a pipe that tells Pump to stop waiting
   Console* console_;
+  std::atomic<uint64_t>* const bytes_read_;
   std::ofstream log_;
   bool log_failed_ = false;  // reported once; only the pump thread writes
   mutable std::mutex mutex_;

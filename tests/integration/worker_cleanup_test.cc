@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "agent/cleanup/orphans.h"
-#include "agent/cleanup/process_facts.h"
+#include "agent/procfs/process_facts.h"
 #include "agent/workers/worker_cgroup.h"
 #include "agent/workers/worker_process.h"
 #include "tests/integration/subprocess.h"

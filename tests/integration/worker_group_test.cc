@@ -194,7 +194,7 @@ TEST_F(WorkerGroupTest, TouchesCountWhateverTheWallClockSays) {
   const std::string file =
       ::testing::TempDir() + "/trl-hb-past-" + std::to_string(getpid());
   WorkerGroup group(0, &console_, recorder_.Events(), seconds(5),
-                    milliseconds(600));
+                    HangOptions::HeartbeatFile(milliseconds(600)));
   WorkerLaunch launch = Shell(
       0, "i=0; while [ $i -lt 20 ]; do i=$((i+1)); touch -d @$((1000000+i)) " +
              file + "; sleep 0.1; done");
@@ -215,7 +215,7 @@ TEST_F(WorkerGroupTest, AHangIsFoundWhenTheLastTouchIsInTheFuture) {
   const std::string file =
       ::testing::TempDir() + "/trl-hb-future-" + std::to_string(getpid());
   WorkerGroup group(0, &console_, recorder_.Events(), seconds(5),
-                    milliseconds(600));
+                    HangOptions::HeartbeatFile(milliseconds(600)));
   WorkerLaunch launch =
       Shell(0, "touch -d @$(( $(date +%s) + 3600 )) " + file + "; sleep 30");
   launch.heartbeat_path = file;

@@ -40,10 +40,11 @@ ROOMS = {
 AGENT_ROOMS = {
     'core': set(),
     'console': set(),
+    'procfs': set(),
     'link': set(),
-    'workers': {'console'},
-    'cleanup': {'workers', 'console'},
-    'session': {'core', 'console', 'link', 'workers', 'cleanup'},
+    'workers': {'console', 'core', 'procfs'},
+    'cleanup': {'workers', 'console', 'procfs'},
+    'session': {'core', 'console', 'procfs', 'link', 'workers', 'cleanup'},
 }
 
 FORBIDDEN_HEADERS = [

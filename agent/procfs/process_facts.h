@@ -1,10 +1,12 @@
-// What /proc says about another process, for the agent's sweeps of what
-// workers left behind (orphans.h, stale_workers.h).
-#ifndef TRL_AGENT_CLEANUP_PROCESS_FACTS_H_
-#define TRL_AGENT_CLEANUP_PROCESS_FACTS_H_
+// What /proc says about another process: for the agent's sweeps of what
+// workers left behind (agent/cleanup/), and for watching and capturing its
+// workers (agent/workers/: hangs, stacks).
+#ifndef TRL_AGENT_PROCFS_PROCESS_FACTS_H_
+#define TRL_AGENT_PROCFS_PROCESS_FACTS_H_
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,9 @@ struct ProcessLinks {
   // Clock ticks after boot: with the pid, names one process for good (a
   // pid is used again once its process is gone).
   unsigned long long start_time = 0;
+  // CPU time it used, and its reaped children did (utime, stime, cutime,
+  // cstime), in clock ticks.
+  unsigned long long cpu_ticks = 0;
 };
 
 // State, parent, process group and start time from /proc/PID/stat; false
@@ -40,6 +45,14 @@ std::string CommandNameOf(pid_t pid);
 // Every pid in /proc.
 std::vector<pid_t> AllProcesses();
 
+// `root` and its descendants, parents first, at most `limit` of them.
+std::vector<pid_t> ProcessTree(pid_t root, size_t limit = 256);
+
+// The CPU seconds each tree of `roots` used (every living process of it,
+// and the children they reaped), from one read of /proc; a root that is
+// gone is left out.
+std::map<pid_t, double> TreeCpuSeconds(const std::vector<pid_t>& roots);
+
 }  // namespace trl
 
-#endif  // TRL_AGENT_CLEANUP_PROCESS_FACTS_H_
+#endif  // TRL_AGENT_PROCFS_PROCESS_FACTS_H_

@@ -1,0 +1,128 @@
+// Hangs seen without the script's help (issue 33), with the real daemons on
+// loopback: a worker whose processes use no CPU, a machine whose ranks
+// print nothing. Before the kill, what each worker was doing is kept in
+// its generation's run directory and named in the failure; the job
+// restarts and finishes.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "tests/integration/launcher_fixture.h"
+
+namespace trl::testing {
+namespace {
+
+class HangTest : public LauncherTest {
+ protected:
+  void TearDown() override {
+    if (!log_dir_.empty()) std::filesystem::remove_all(log_dir_);
+    LauncherTest::TearDown();
+  }
+
+  std::string LogDir() {
+    log_dir_ = ::testing::TempDir() + "/trl-hang-" + std::to_string(port_);
+    std::filesystem::remove_all(log_dir_);
+    return log_dir_;
+  }
+
+  // The stacks file of `rank` in generation 0 of the one job in log_dir_.
+  std::string Stacks(int rank) const {
+    for (const auto& job : std::filesystem::directory_iterator(log_dir_)) {
+      std::ifstream in(job.path() / "gen0" /
+                       ("rank" + std::to_string(rank) + ".stacks.txt"));
+      std::ostringstream text;
+      text << in.rdbuf();
+      return text.str();
+    }
+    return "";
+  }
+
+  // Generation 0 runs `gen0`, later ones exit 0.
+  static std::vector<std::string> Script(const std::string& gen0) {
+    return {"/bin/sh", "-c",
+            "echo gen $TRL_GENERATION rank $RANK pid $$; if [ "
+            "\"$TRL_GENERATION\" = 0 ]; then " +
+                gen0 + "; fi"};
+  }
+
+  // Every worker's pid, for TearDown's check that none is left.
+  void RememberPids(const std::string& out) {
+    static const std::regex pid(" pid ([0-9]+)");
+    for (std::sregex_iterator it(out.begin(), out.end(), pid), end; it != end;
+         ++it) {
+      worker_pids_.insert(std::stoi((*it)[1]));
+    }
+  }
+
+  std::string log_dir_;
+};
+
+TEST_F(HangTest, AWorkerAsleepIsFoundByItsIdleCpuAndSaysWhereItWas) {
+  // Rank 0 computes (and says nothing); rank 1 sleeps: only rank 1 is
+  // hung, and the failure names the detector and where it slept.
+  auto coord = StartCoordinator(
+      1, 2,
+      Script("if [ $RANK = 1 ]; then exec sleep 60; fi; while :; do :; done"),
+      {"--max_restarts", "1", "--hang_cpu_timeout", "1",
+       "--hang_output_timeout", "0", "--log_dir", LogDir()});
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  const std::string err = coord->Stderr();
+  EXPECT_NE(err.find("rank 1 (local rank 1 on machine 0"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("hung: its processes used less than 1% of a core for"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("state S (sleeping) in the kernel at hrtimer_nanosleep"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("rank 0 (local rank 0 on machine 0, host"),
+            std::string::npos)
+      << "the busy rank was called hung\n"
+      << err;
+  // Both ranks' stacks were kept before the kill: the sleeper's and the
+  // busy one's.
+  const std::string sleeper = Stacks(1);
+  EXPECT_NE(sleeper.find("rank 1: state S (sleeping) in the kernel at "
+                         "hrtimer_nanosleep"),
+            std::string::npos)
+      << sleeper;
+  EXPECT_NE(sleeper.find("sleep 60"), std::string::npos) << sleeper;
+  EXPECT_NE(Stacks(0).find("rank 0: state R (running)"), std::string::npos)
+      << Stacks(0);
+  RememberPids(coord->Stdout());
+}
+
+TEST_F(HangTest, AMachineWhoseRanksPrintNothingIsHung) {
+  // Both ranks compute in silence: the CPU detector cannot see it, the
+  // output detector does.
+  auto coord =
+      StartCoordinator(1, 2, Script("while :; do :; done"),
+                       {"--max_restarts", "1", "--hang_output_timeout", "1",
+                        "--hang_cpu_timeout", "0", "--log_dir", LogDir()});
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_NE(coord->Stderr().find("hung: no output from any rank of this "
+                                 "machine for"),
+            std::string::npos)
+      << coord->Stderr();
+  RememberPids(coord->Stdout());
+}
+
+TEST_F(HangTest, AWorkerThatPrintsOrComputesIsNotHung) {
+  // With both detectors at 1 s: rank 0 computes for about 2 s without a
+  // word, rank 1 sleeps and prints a tick every 0.1 s for 4 s. Each has a
+  // sign of life (CPU, output), and the machine prints: nothing is hung.
+  auto coord = StartCoordinator(
+      1, 2,
+      Script("if [ $RANK = 1 ]; then i=0; while [ $i -lt 40 ]; do echo "
+             "tick; sleep 0.1; i=$((i+1)); done; exit 0; fi; end=$(( $(date "
+             "+%s) + 2 )); while [ $(date +%s) -lt $end ]; do :; done"),
+      {"--max_restarts", "0", "--hang_output_timeout", "1",
+       "--hang_cpu_timeout", "1"});
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_EQ(coord->Stderr().find("hung"), std::string::npos) << coord->Stderr();
+  RememberPids(coord->Stdout());
+}
+
+}  // namespace
+}  // namespace trl::testing
