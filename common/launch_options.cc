@@ -344,7 +344,9 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "worker counts as hung (0: off)");
   app.add_option(FlagNames("hang_output_timeout"), o.hang_output_timeout_s,
                  "Seconds without a byte of output from any rank of a "
-                 "machine after which its ranks count as hung (0: off)")
+                 "machine after which its ranks count as hung (default 0: "
+                 "off; a script that prints on rank 0 only leaves the other "
+                 "machines silent)")
       ->check(CLI::Range(0.0, 864000.0));
   app.add_option(FlagNames("hang_cpu_timeout"), o.hang_cpu_timeout_s,
                  "Seconds a worker's processes may use less than 1% of a "

@@ -90,12 +90,14 @@ struct LaunchOptions {
   double restart_backoff_max_s = 30;
   std::string no_restart_exit_codes;      // "2,64"
   double worker_heartbeat_timeout_s = 0;  // 0: off
-  // Hangs seen without the script's help (agent/core/hang_watch.h): no
-  // output from any rank of a machine, a worker's processes idle. 0: off.
-  // Longer than a healthy job's silences (a checkpoint saved, a barrier
-  // while rank 0 downloads), shorter than the collectives' own timeouts
-  // (Gloo 30 min).
-  double hang_output_timeout_s = 900;
+  // Hangs seen without the script's help (agent/core/hang_watch.h): a
+  // worker's processes idle, no output from any rank of a machine. 0: off.
+  // The CPU one is longer than a healthy job's idle waits (a checkpoint
+  // saved, a barrier while rank 0 downloads) and shorter than Gloo's own
+  // 30 min. The output one is off by default: a script that prints only
+  // on rank 0 (Hugging Face's Trainer does) leaves every other machine
+  // silent for the whole run.
+  double hang_output_timeout_s = 0;
   double hang_cpu_timeout_s = 600;
   // How long an agent keeps workers running without hearing from the
   // coordinator; 0 means heartbeat_interval * heartbeat_misses + 1 s.

@@ -231,15 +231,7 @@ AgentEffects AgentCore::Assigned(const pb::Assignment& assignment, Time now) {
   // socket of an agent that was frozen) may have been given to another
   // machine since: nothing starts, and the session ends as at the lease's
   // end (the agent registers again and is told what it is now).
-  if (assignment.argv_size() > 0 &&
-      (lease_expired_ || now > last_heard_ + settings_.lease)) {
-    // Its workers, if any, stop as at any lease's end, within the fence.
-    lease_expired_ = true;
-    effects.cancel_stream = true;
-    effects.not_started = absl::StrCat(
-        "not starting generation ", generation,
-        ": its assignment was read after this agent's lease ran out (the "
-        "coordinator may have given these ranks to another machine since)");
+  if (assignment.argv_size() > 0 && LeaseRanOut(now, generation, &effects)) {
     return effects;
   }
   assigned_generation_ = generation;
@@ -274,6 +266,28 @@ AgentEffects AgentCore::Assigned(const pb::Assignment& assignment, Time now) {
 }
 
 void AgentCore::UdpAcked(Time sent) { Vouched(sent); }
+
+bool AgentCore::LeaseRanOut(Time now, int64_t generation,
+                            AgentEffects* effects) {
+  if (!lease_expired_ && now <= last_heard_ + settings_.lease) return false;
+  // Its workers, if any, stop as at any lease's end, within the fence.
+  lease_expired_ = true;
+  effects->cancel_stream = true;
+  effects->not_started = absl::StrCat(
+      "not starting generation ", generation,
+      ": this agent's lease ran out before its workers could start (the "
+      "coordinator may have given these ranks to another machine since)");
+  return true;
+}
+
+AgentEffects AgentCore::StartingWorkers(int64_t generation, Time now) {
+  AgentEffects effects;
+  if (generation == running_generation_ &&
+      LeaseRanOut(now, generation, &effects)) {
+    running_generation_ = -1;
+  }
+  return effects;
+}
 
 AgentEffects AgentCore::WorkersStarted(
     int64_t generation, const std::vector<std::pair<int, int>>& pids) {

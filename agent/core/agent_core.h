@@ -101,6 +101,10 @@ class AgentCore {
   void SweepStarted() { sweeping_ = true; }
   void SweepEnded() { sweeping_ = false; }
 
+  // The edge is about to start the workers of `generation` (after ending
+  // the older ones, which takes time): if the lease ran out meanwhile,
+  // nothing starts and the session ends, as for an assignment read late.
+  AgentEffects StartingWorkers(int64_t generation, Time now);
   // The workers of `generation` started.
   AgentEffects WorkersStarted(int64_t generation,
                               const std::vector<std::pair<int, int>>& pids);
@@ -170,6 +174,9 @@ class AgentCore {
                         Time now);
   // The coordinator had heard this agent's word sent at `sent`.
   void Vouched(Time sent);
+  // Whether the lease has run out by `now`; if so, it is over for good,
+  // and `effects` end the session saying `generation` was not started.
+  bool LeaseRanOut(Time now, int64_t generation, AgentEffects* effects);
   // When this agent sent its stream message `count` (1: the registration),
   // if still known.
   std::optional<Time> StreamMessageSentAt(uint64_t count);

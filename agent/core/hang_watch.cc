@@ -45,7 +45,9 @@ void HangWatch::Sample(int local_rank, const WorkerSample& sample, Time now) {
     last_output_ = now;
   }
   if (sample.cpu_seconds) {
-    if (!w.cpu_at_since || printed) {
+    // A total that fell (a child's time left the tree with it: reparented
+    // to the subreaper) says nothing of idleness: the window starts again.
+    if (!w.cpu_at_since || printed || *sample.cpu_seconds < *w.cpu_at_since) {
       // A worker that prints is not idle, however little CPU that takes.
       // The first reading opens the window; the time before it counts as
       // idle only from here.

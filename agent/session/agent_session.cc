@@ -75,7 +75,19 @@ void AgentSession::Apply(const AgentEffects& effects,
     EndGroup();  // nothing of an older generation may survive
   }
   if (effects.not_started) Log()->warn("{}", *effects.not_started);
-  if (effects.start_workers) StartWorkers(*effects.start_workers);
+  if (effects.start_workers) {
+    // Ending the older workers took time: the lease must still hold.
+    const AgentEffects late = core_->With([&](AgentCore& core) {
+      return core.StartingWorkers(effects.start_workers->generation(),
+                                  steady_clock::now());
+    });
+    if (late.not_started) {
+      Log()->warn("{}", *late.not_started);
+      context_.TryCancel();
+    } else {
+      StartWorkers(*effects.start_workers);
+    }
+  }
   if (effects.signal_workers) {
     std::optional<std::chrono::milliseconds> grace;
     if (effects.fence_grace) grace = TimeLeftInTheFence();
@@ -590,7 +602,14 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   hangs.detect.output_timeout = options_.hang_output_timeout;
   hangs.detect.cpu_timeout = options_.hang_cpu_timeout;
   if (hangs.detect.any() && executable.ok()) {
-    hangs.py_spy = FindPySpy(*executable, SearchPath());
+    std::string refused;
+    hangs.py_spy = FindPySpy(*executable, SearchPath(), &refused);
+    if (!refused.empty()) {
+      Log()->warn(
+          "not running {} to capture hung workers: it, or a directory above "
+          "it, belongs to another user or is writable by others",
+          refused);
+    }
   }
   group_ = std::make_unique<WorkerGroup>(
       generation, console_, std::move(events), stop_grace_, std::move(hangs));

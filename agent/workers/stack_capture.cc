@@ -4,13 +4,16 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/core/stack_summary.h"
@@ -26,12 +29,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// At most this many processes of one worker's tree, threads of one
+// process, and bytes of one thread's kernel stack; one py-spy run at most
+// kPySpyLimit.
+constexpr size_t kProcessesCaptured = 64;
+constexpr int kThreadsCaptured = 256;
+constexpr size_t kKernelStackBytes = 16 * 1024;
+constexpr std::chrono::milliseconds kPySpyLimit{5000};
+
 // Each thread's state, wait channel and kernel stack.
 std::string KernelView(pid_t pid, char* main_state, std::string* main_wchan) {
   std::string text;
   const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
   std::error_code error;
+  int threads = 0;
   for (const auto& entry : fs::directory_iterator(task_dir, error)) {
+    if (++threads > kThreadsCaptured) {
+      absl::StrAppend(&text, "  (more threads, not read)\n");
+      break;
+    }
     const std::string tid = entry.path().filename().string();
     const std::string stat = ReadKernelFile(entry.path() / "stat");
     // "TID (comm) S ...": the state follows the last ')'.
@@ -50,7 +66,8 @@ std::string KernelView(pid_t pid, char* main_state, std::string* main_wchan) {
     }
     absl::StrAppend(&text, "  thread ", tid, " (", comm,
                     "): ", WhereInTheKernel(state, wchan), "\n");
-    const std::string stack = ReadKernelFile(entry.path() / "stack");
+    const std::string stack =
+        ReadKernelFile(entry.path() / "stack", kKernelStackBytes);
     for (absl::string_view line : absl::StrSplit(stack, '\n')) {
       if (!line.empty()) absl::StrAppend(&text, "      ", line, "\n");
     }
@@ -122,20 +139,30 @@ Bounded RunBounded(const std::vector<std::string>& argv,
 }  // namespace
 
 CapturedStacks CaptureStacks(pid_t worker, const std::string& py_spy,
-                             std::chrono::milliseconds py_spy_limit) {
+                             std::chrono::steady_clock::time_point deadline,
+                             const std::function<bool()>& abandoned) {
   CapturedStacks captured;
   char main_state = '?';
   std::string main_wchan;
   std::string python_where;
-  for (pid_t pid : ProcessTree(worker)) {
-    std::string command =
-        ReadKernelFile(absl::StrCat("/proc/", pid, "/cmdline"));
-    for (char& c : command) {
-      if (c == '\0') c = ' ';
+  const auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+  };
+  for (pid_t pid : ProcessTree(worker, kProcessesCaptured)) {
+    if (left().count() <= 0 || (abandoned && abandoned())) {
+      captured.text +=
+          "(the capture stopped here: its time was up, or the workers are "
+          "being stopped)\n";
+      break;
     }
+    // comm, not cmdline: reading another process's cmdline takes its
+    // memory map's lock, which a process stuck in the kernel may hold.
+    std::string comm = ReadKernelFile(absl::StrCat("/proc/", pid, "/comm"));
+    while (!comm.empty() && comm.back() == '\n') comm.pop_back();
     absl::StrAppend(&captured.text, "process ", pid,
                     pid == worker ? " (the worker)" : "", ": ",
-                    command.empty() ? std::string("?") : command, "\n");
+                    comm.empty() ? std::string("?") : comm, "\n");
     char state = '?';
     std::string wchan;
     captured.text += KernelView(pid, &state, &wchan);
@@ -143,21 +170,27 @@ CapturedStacks CaptureStacks(pid_t worker, const std::string& py_spy,
       main_state = state;
       main_wchan = wchan;
     }
-    if (py_spy.empty()) continue;
-    // py-spy reads any CPython's memory; on anything else it fails fast.
+    // py-spy for the worker and the Python processes under it (PyTorch
+    // names its threads and DataLoader workers pt_...).
+    const bool python = pid == worker || absl::StartsWith(comm, "python") ||
+                        absl::StartsWith(comm, "pt_");
+    if (py_spy.empty() || !python) continue;
+    const auto limit = std::min(left(), kPySpyLimit);
+    if (limit < std::chrono::milliseconds(200)) continue;
     std::vector<std::string> argv = {
         py_spy,    "dump", "--pid", std::to_string(pid), "--full-filenames",
         "--native"};
-    Bounded dump = RunBounded(argv, py_spy_limit);
-    if (!dump.timed_out && dump.status != 0) {
+    Bounded dump = RunBounded(argv, limit);
+    if (!dump.timed_out && dump.status != 0 &&
+        left() > std::chrono::milliseconds(200)) {
       // Native frames need what not every build or machine has: the
       // Python frames alone, then.
       argv.pop_back();
-      dump = RunBounded(argv, py_spy_limit);
+      dump = RunBounded(argv, std::min(left(), kPySpyLimit));
     }
     if (dump.timed_out) {
       absl::StrAppend(&captured.text, "  py-spy: no answer within ",
-                      py_spy_limit.count(), " ms\n");
+                      limit.count(), " ms\n");
     } else if (dump.status != 0) {
       absl::StrAppend(&captured.text, "  py-spy: failed: ", dump.output, "\n");
     } else {
@@ -178,14 +211,41 @@ CapturedStacks CaptureStacks(pid_t worker, const std::string& py_spy,
   return captured;
 }
 
+bool TrustedToRun(const std::string& program) {
+  // The file, and every directory above it: owned by root or by this
+  // process's user, writable by nobody else (as sudo's secure_path asks).
+  const uid_t self = geteuid();
+  fs::path at = fs::path(program);
+  for (int depth = 0; depth < 64; ++depth) {
+    struct stat info;
+    if (stat(at.c_str(), &info) != 0) return false;
+    if ((info.st_uid != 0 && info.st_uid != self) ||
+        (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      // A sticky world-writable directory (/tmp) lets its users replace
+      // only their own files: still not to be trusted here.
+      return false;
+    }
+    if (!at.has_parent_path() || at.parent_path() == at) return true;
+    at = at.parent_path();
+  }
+  return false;
+}
+
 std::string FindPySpy(const std::string& interpreter,
-                      const std::string& search_path) {
+                      const std::string& search_path, std::string* refused) {
   std::string path = search_path;
   if (interpreter.find('/') != std::string::npos) {
     path = fs::path(interpreter).parent_path().string() + ":" + path;
   }
   auto found = ResolveExecutable("py-spy", path);
-  return found.ok() ? *found : "";
+  if (!found.ok()) return "";
+  std::error_code error;
+  const fs::path real = fs::canonical(*found, error);
+  if (error || !TrustedToRun(real.string())) {
+    if (refused != nullptr) *refused = *found;
+    return "";
+  }
+  return real.string();
 }
 
 }  // namespace trl

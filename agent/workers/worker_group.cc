@@ -1,11 +1,11 @@
 #include "agent/workers/worker_group.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -113,9 +113,14 @@ void WorkerGroup::WatchForHangs() {
   HangWatch watch(hangs_.detect, started, std::chrono::steady_clock::now());
   while (true) {
     // The first look after a period: nothing hangs at its start, and a
-    // walk of /proc does not compete with the workers' own start.
-    changed_.wait_for(lock, period);
-    if (shutting_down_ || stopping_) return;
+    // walk of /proc does not compete with the workers' own start. The
+    // predicate is read before any wait: a stop or the group's end that
+    // came while /proc was read is not slept through (the group's end
+    // once waited the whole period, 5 s by default).
+    if (changed_.wait_for(lock, period,
+                          [this] { return shutting_down_ || stopping_; })) {
+      return;
+    }
     // What to read, under the lock; /proc and the files are read without
     // it (a stop must not wait for them).
     struct Probe {
@@ -184,11 +189,24 @@ void WorkerGroup::EndHang(const Hang& hang) {
         if (worker->process && !worker->exited) alive.push_back(worker.get());
       }
     }
-    for (Worker* worker : alive) {
-      captured.push_back(
-          {worker, CaptureStacks(worker->process->pid(), hangs_.py_spy,
-                                 hangs_.py_spy_limit)});
+    // The workers side by side, within one bound: the kill waits for the
+    // slowest capture, never for more than capture_limit.
+    const auto deadline =
+        std::chrono::steady_clock::now() + hangs_.capture_limit;
+    const auto abandoned = [this] {
+      std::lock_guard<std::mutex> lock(mutex_);
+      return stopping_ || shutting_down_;
+    };
+    captured.resize(alive.size());
+    std::vector<std::thread> capturers;
+    for (size_t i = 0; i < alive.size(); ++i) {
+      captured[i].worker = alive[i];
+      capturers.emplace_back([&, i] {
+        captured[i].stacks = CaptureStacks(alive[i]->process->pid(),
+                                           hangs_.py_spy, deadline, abandoned);
+      });
     }
+    for (auto& capturer : capturers) capturer.join();
   }
   std::vector<std::pair<int, std::string>> where;
   for (const Captured& c : captured) {
@@ -199,10 +217,20 @@ void WorkerGroup::EndHang(const Hang& hang) {
                                  WhereRanksStand(where));
   for (const Captured& c : captured) {
     if (c.worker->stacks_path.empty()) continue;
-    std::ofstream out(c.worker->stacks_path, std::ios::trunc);
-    out << "rank " << c.worker->rank << ": " << c.stacks.where << "\n"
-        << "(captured when " << hang.reason << ")\n\n"
-        << c.stacks.text;
+    // Never through a link another user planted in the run directory.
+    const int fd =
+        open(c.worker->stacks_path.c_str(),
+             O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) continue;
+    const std::string text =
+        absl::StrCat("rank ", c.worker->rank, ": ", c.stacks.where,
+                     "\n(captured when ", hang.reason, ")\n\n", c.stacks.text);
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t n = write(fd, text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    close(fd);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopping_ || shutting_down_) return;

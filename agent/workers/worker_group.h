@@ -48,7 +48,9 @@ struct WorkerLaunch {
 struct HangOptions {
   HangSettings detect;
   std::string py_spy;  // "": the kernel's view only
-  std::chrono::milliseconds py_spy_limit{5000};
+  // How long the capture of every worker, together, may take before the
+  // hung ones are killed.
+  std::chrono::milliseconds capture_limit{10000};
 
   // Only TRL_HEARTBEAT_FILE, with `timeout`.
   static HangOptions HeartbeatFile(std::chrono::milliseconds timeout) {

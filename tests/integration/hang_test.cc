@@ -3,11 +3,14 @@
 // print nothing. Before the kill, what each worker was doing is kept in
 // its generation's run directory and named in the failure; the job
 // restarts and finishes.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
+#include "agent/workers/stack_capture.h"
 #include "tests/integration/launcher_fixture.h"
 
 namespace trl::testing {
@@ -87,7 +90,8 @@ TEST_F(HangTest, AWorkerAsleepIsFoundByItsIdleCpuAndSaysWhereItWas) {
                          "hrtimer_nanosleep"),
             std::string::npos)
       << sleeper;
-  EXPECT_NE(sleeper.find("sleep 60"), std::string::npos) << sleeper;
+  EXPECT_NE(sleeper.find("(the worker): sleep\n"), std::string::npos)
+      << sleeper;
   EXPECT_NE(Stacks(0).find("rank 0: state R (running)"), std::string::npos)
       << Stacks(0);
   RememberPids(coord->Stdout());
@@ -109,19 +113,42 @@ TEST_F(HangTest, AMachineWhoseRanksPrintNothingIsHung) {
 }
 
 TEST_F(HangTest, AWorkerThatPrintsOrComputesIsNotHung) {
-  // With both detectors at 1 s: rank 0 computes for about 2 s without a
-  // word, rank 1 sleeps and prints a tick every 0.1 s for 4 s. Each has a
+  // With both detectors at 1 s: rank 0 computes for 3 to 4 s without a
+  // word, rank 1 sleeps and prints a tick every 0.1 s for 5 s. Each has a
   // sign of life (CPU, output), and the machine prints: nothing is hung.
   auto coord = StartCoordinator(
       1, 2,
-      Script("if [ $RANK = 1 ]; then i=0; while [ $i -lt 40 ]; do echo "
+      Script("if [ $RANK = 1 ]; then i=0; while [ $i -lt 50 ]; do echo "
              "tick; sleep 0.1; i=$((i+1)); done; exit 0; fi; end=$(( $(date "
-             "+%s) + 2 )); while [ $(date +%s) -lt $end ]; do :; done"),
+             "+%s) + 4 )); while [ $(date +%s) -lt $end ]; do :; done"),
       {"--max_restarts", "0", "--hang_output_timeout", "1",
        "--hang_cpu_timeout", "1"});
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
   EXPECT_EQ(coord->Stderr().find("hung"), std::string::npos) << coord->Stderr();
   RememberPids(coord->Stdout());
+}
+
+// The agent may run as root and its workers as another user, with a
+// virtual environment of theirs: a py-spy that user could replace is not
+// run.
+TEST(FindPySpyTest, APySpyAnotherUserCouldReplaceIsNotRun) {
+  const std::filesystem::path dir =
+      ::testing::TempDir() + "/trl-venv-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir / "bin");
+  const std::filesystem::path python = dir / "bin" / "python";
+  for (const auto& file : {python, dir / "bin" / "py-spy"}) {
+    std::ofstream(file) << "#!/bin/sh\n";
+    std::filesystem::permissions(file, std::filesystem::perms::owner_all);
+  }
+  // A directory anyone may write to (as /tmp is): found, and refused.
+  std::filesystem::permissions(dir, std::filesystem::perms::all);
+  std::string refused;
+  EXPECT_EQ(FindPySpy(python.string(), "", &refused), "");
+  EXPECT_EQ(refused, (dir / "bin" / "py-spy").string());
+  EXPECT_FALSE(TrustedToRun((dir / "bin" / "py-spy").string()));
+  // The system's own programs are trusted.
+  EXPECT_TRUE(TrustedToRun("/bin/sh"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

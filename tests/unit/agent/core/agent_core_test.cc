@@ -261,7 +261,8 @@ TEST_F(AgentCoreTest, AnAssignmentReadAfterTheLeaseRanOutStartsNothing) {
   EXPECT_FALSE(late.start_workers.has_value());
   EXPECT_TRUE(late.cancel_stream);
   ASSERT_TRUE(late.not_started.has_value());
-  EXPECT_NE(late.not_started->find("lease ran out"), std::string::npos);
+  EXPECT_NE(late.not_started->find("lease ran out"), std::string::npos)
+      << *late.not_started;
   EXPECT_TRUE(core_.lease_expired());
   EXPECT_TRUE(core_.LeaseAt(At(5001)).expired);
   // Within the lease it starts.
@@ -271,6 +272,18 @@ TEST_F(AgentCoreTest, AnAssignmentReadAfterTheLeaseRanOutStartsNothing) {
   on_time.StreamMessageSent(At(1000));
   message.set_agent_messages_read(2);
   EXPECT_TRUE(on_time.Received(message, At(5000)).start_workers.has_value());
+  // Read in time, but the older workers took until past the lease to end:
+  // nothing starts then either.
+  const AgentEffects starting = on_time.StartingWorkers(1, At(5001));
+  EXPECT_TRUE(starting.cancel_stream);
+  EXPECT_TRUE(starting.not_started.has_value());
+  EXPECT_TRUE(on_time.lease_expired());
+  EXPECT_EQ(on_time.running_generation(), -1);
+  AgentCore prompt(Settings());
+  prompt.StartSession(pb::AgentRegistration(), At(0));
+  prompt.StreamMessageSent(At(0));
+  EXPECT_TRUE(prompt.Received(message, At(100)).start_workers.has_value());
+  EXPECT_FALSE(prompt.StartingWorkers(1, At(200)).cancel_stream);
 }
 
 TEST_F(AgentCoreTest, TheLeaseIsNotHeldAgainstASweep) {

@@ -88,6 +88,18 @@ TEST(HangWatchTest, AWorkerThatPrintsIsNotIdle) {
   EXPECT_TRUE(watch.Check(At(25000)).has_value());
 }
 
+TEST(HangWatchTest, AFallingCpuTotalRestartsTheWindow) {
+  // A busy child dies and its own children go to the subreaper: the
+  // tree's total falls by what they had used. That is no idleness: the
+  // window starts again (it once had to burn the lost seconds first).
+  HangWatch watch(Settings(0, 5000), {0}, At(0));
+  watch.Sample(0, Printed(0, 100.0), At(1000));
+  watch.Sample(0, Printed(0, 40.0), At(2000));   // fell
+  watch.Sample(0, Printed(0, 40.5), At(3000));   // busy again
+  watch.Sample(0, Printed(0, 41.0), At(6500));
+  EXPECT_FALSE(watch.Check(At(6500)).has_value());
+}
+
 TEST(HangWatchTest, TheIdleWindowStartsAtTheFirstReading) {
   // A worker whose CPU time cannot be read yet (just started) is not
   // idle for the time before.
