@@ -93,10 +93,7 @@ TEST_F(FencingTest, ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone) {
       "--heartbeat_interval", "0.2", "--lease",    "2", "--stop_grace", "1",
       "--max_restarts",       "1",   "--no_python"};
   auto frozen = StartAgent(2, 4, 1, flags);
-  std::vector<std::string> spare_argv = {TRL_AGENT_BIN, "--spare"};
-  for (auto& flag : ClusterFlags(2, 4)) spare_argv.push_back(flag);
-  for (auto& flag : flags) spare_argv.push_back(flag);
-  Subprocess spare(spare_argv);
+  auto spare = StartSpare(2, 4, flags);
   auto coord = StartCoordinator(2, 4, kWorker, flags);
   ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
       << frozen->Output() << coord->Output();
@@ -110,7 +107,7 @@ TEST_F(FencingTest, ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone) {
   bool checked = false;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        if (spare.Stdout().find("start gen 1 rank 2") == std::string::npos) {
+        if (spare->Stdout().find("start gen 1 rank 2") == std::string::npos) {
           return false;
         }
         EXPECT_FALSE(AnyRuns(old_workers))
@@ -119,12 +116,12 @@ TEST_F(FencingTest, ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone) {
         return true;
       },
       seconds(30)))
-      << coord->Output() << spare.Output();
+      << coord->Output() << spare->Output();
   EXPECT_TRUE(checked);
   const auto took_over = std::chrono::steady_clock::now() - frozen_at;
   frozen->Signal(SIGCONT);
   EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
-  EXPECT_EQ(spare.Wait(seconds(30)), 0) << spare.Output();
+  EXPECT_EQ(spare->Wait(seconds(30)), 0) << spare->Output();
   // Thawed, it tries to rejoin a job that has ended; it is not waited for.
   frozen->Signal(SIGTERM);
   frozen->Wait(seconds(10));
@@ -195,10 +192,7 @@ TEST_F(FencingTest, AThawedAgentStartsNoGenerationItWasSentWhileFrozen) {
           " ]; do sleep 0.05; done; exit 1;; 0:*) exec sleep 60;; "
           "*) exec sleep 4;; esac"};
   auto frozen = StartAgent(2, 4, 1, flags);
-  std::vector<std::string> spare_argv = {TRL_AGENT_BIN, "--spare"};
-  for (auto& flag : ClusterFlags(2, 4)) spare_argv.push_back(flag);
-  for (auto& flag : flags) spare_argv.push_back(flag);
-  Subprocess spare(spare_argv);
+  auto spare = StartSpare(2, 4, flags);
   auto coord = StartCoordinator(2, 4, worker, flags);
   ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
       << frozen->Output() << coord->Output();
@@ -210,10 +204,10 @@ TEST_F(FencingTest, AThawedAgentStartsNoGenerationItWasSentWhileFrozen) {
       << coord->Output();
   ASSERT_TRUE(WaitUntil(
       [&] {
-        return spare.Stdout().find("start gen 2 rank 2") != std::string::npos;
+        return spare->Stdout().find("start gen 2 rank 2") != std::string::npos;
       },
       seconds(20)))
-      << coord->Output() << spare.Output();
+      << coord->Output() << spare->Output();
   ASSERT_NE(coord->Output().find("generation 1: world size"), std::string::npos)
       << "no restart before the loss: the scenario did not happen\n"
       << coord->Output();
@@ -223,9 +217,9 @@ TEST_F(FencingTest, AThawedAgentStartsNoGenerationItWasSentWhileFrozen) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   EXPECT_EQ(frozen->Stdout().find("start gen 1 rank 2"), std::string::npos)
       << "the thawed agent started ranks the spare runs:\n"
-      << frozen->Output() << spare.Output();
+      << frozen->Output() << spare->Output();
   EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
-  EXPECT_EQ(spare.Wait(seconds(30)), 0) << spare.Output();
+  EXPECT_EQ(spare->Wait(seconds(30)), 0) << spare->Output();
   frozen->Signal(SIGTERM);
   frozen->Wait(seconds(10));
   std::filesystem::remove(go);

@@ -65,6 +65,15 @@ class LauncherTest : public ::testing::Test {
     return std::make_unique<Subprocess>(argv);
   }
 
+  // A hot spare (trl-agent --spare) for the job.
+  std::unique_ptr<Subprocess> StartSpare(int machines, int processes,
+                                         std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {TRL_AGENT_BIN, "--spare"};
+    for (auto& flag : ClusterFlags(machines, processes)) argv.push_back(flag);
+    for (auto& flag : extra) argv.push_back(flag);
+    return std::make_unique<Subprocess>(argv);
+  }
+
   // Whether `process` printed "start gen 0 rank R" for each of `ranks`
   // within 20 s.
   static bool PrintedGenerationZeroStarts(const Subprocess& process,

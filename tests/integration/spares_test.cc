@@ -16,14 +16,6 @@ namespace {
 
 class SparesTest : public LauncherTest {
  protected:
-  std::unique_ptr<Subprocess> StartSpare(int machines, int processes,
-                                         std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {TRL_AGENT_BIN, "--spare"};
-    for (auto& flag : ClusterFlags(machines, processes)) argv.push_back(flag);
-    for (auto& flag : extra) argv.push_back(flag);
-    return std::make_unique<Subprocess>(argv);
-  }
-
   std::string Ps() const {
     Subprocess ps({TRL_COORD_BIN, "ps", "--address",
                    "127.0.0.1:" + std::to_string(port_)});

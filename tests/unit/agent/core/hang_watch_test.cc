@@ -94,8 +94,8 @@ TEST(HangWatchTest, AFallingCpuTotalRestartsTheWindow) {
   // window starts again (it once had to burn the lost seconds first).
   HangWatch watch(Settings(0, 5000), {0}, At(0));
   watch.Sample(0, Printed(0, 100.0), At(1000));
-  watch.Sample(0, Printed(0, 40.0), At(2000));   // fell
-  watch.Sample(0, Printed(0, 40.5), At(3000));   // busy again
+  watch.Sample(0, Printed(0, 40.0), At(2000));  // fell
+  watch.Sample(0, Printed(0, 40.5), At(3000));  // busy again
   watch.Sample(0, Printed(0, 41.0), At(6500));
   EXPECT_FALSE(watch.Check(At(6500)).has_value());
 }
