@@ -93,7 +93,7 @@ mutants=(
   "late-ack-renews-from-its-reading~cxx~agent/link/heartbeat_sequence.cc~s/  return sent_\[acked_ % kSendsKept\];/  return std::chrono::steady_clock::now();/~HeartbeatSequenceTest.AnAckGivesWhenItsHeartbeatWasSent~"
   "start-after-the-lease~cxx~agent/core/agent_core.cc~s/  if (assignment.argv_size() > 0 \&\&/  if (false \&\& assignment.argv_size() > 0 \&\&/~AgentCoreTest.AnAssignmentReadAfterTheLeaseRanOutStartsNothing~"
   "cpu-idle-never-hung~cxx~agent/core/hang_watch.cc~s/    if (now - w.cpu_since >= settings_.cpu_timeout) {/    if (false) {/~HangWatchTest.AWorkerIdleForTheTimeoutIsHungAndOnlyIt~"
-  "printing-is-not-life~cxx~agent/core/hang_watch.cc~s/    if (!w.cpu_at_since || printed) {/    if (!w.cpu_at_since) {/~HangWatchTest.AWorkerThatPrintsIsNotIdle~"
+  "printing-is-not-life~cxx~agent/core/hang_watch.cc~s/    if (!w.cpu_at_since || printed || /    if (!w.cpu_at_since || /~HangWatchTest.AWorkerThatPrintsIsNotIdle~"
   "hang-said-without-where~cxx~agent/workers/worker_group.cc~s/    c.worker->hang_reason = absl::StrCat(hang.reason, \"; \", c.stacks.where);/    c.worker->hang_reason = hang.reason;/~HangTest.AWorkerAsleepIsFoundByItsIdleCpuAndSaysWhereItWas~"
   "lease-not-checked-before-the-start~cxx~agent/core/agent_core.cc~s/  if (generation == running_generation_ \&\&/  if (false \&\&/~AgentCoreTest.AnAssignmentReadAfterTheLeaseRanOutStartsNothing~"
   "disconnect-not-a-lost-event~cxx~coordinator/owner/core.cc~s/        journal_.TellLost(m);/        (void)0;/~EventsTest.AMachineWhoseConnectionDroppedIsALostEvent~"
