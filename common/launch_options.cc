@@ -353,6 +353,24 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "core before it counts as hung (asleep, waiting for a "
                  "peer, deadlocked; 0: off)")
       ->check(CLI::Range(0.0, 864000.0));
+  app.add_option(FlagNames("health_check"), o.health_check,
+                 "A command (run with /bin/sh -c) that checks this machine "
+                 "when the agent starts and every --health_check_interval: "
+                 "a non-zero exit means unhealthy, its last line of output "
+                 "the reason; an unhealthy machine's host gets no ranks "
+                 "(a spare takes its place) until it passes again");
+  app.add_option(FlagNames("health_check_interval"), o.health_check_interval_s,
+                 "Seconds between node health checks (0: only at start)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option(FlagNames("health_check_timeout"), o.health_check_timeout_s,
+                 "Seconds --health_check may run before it is killed and "
+                 "the machine counts as unhealthy")
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option(FlagNames("min_free_disk_mb"), o.min_free_disk_mb,
+                 "MiB that must stay free in the log directory and the "
+                 "working directory, or the machine is unhealthy (0: no "
+                 "disk check)")
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option(FlagNames("lease"), o.lease_s,
                  "Seconds an agent keeps workers running without hearing "
                  "from the coordinator (default: heartbeat_interval x "

@@ -99,6 +99,13 @@ struct LaunchOptions {
   // silent for the whole run.
   double hang_output_timeout_s = 0;
   double hang_cpu_timeout_s = 600;
+  // Node health (agent/health/node_health.h): the operator's check, run at
+  // start and every interval, bounded by its timeout; the log and working
+  // directories' free space.
+  std::string health_check;
+  double health_check_interval_s = 60;
+  double health_check_timeout_s = 30;
+  double min_free_disk_mb = 64;
   // How long an agent keeps workers running without hearing from the
   // coordinator; 0 means heartbeat_interval * heartbeat_misses + 1 s.
   double lease_s = 0;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/cleanup/job_guardian.h"
+#include "agent/health/health_monitor.h"
 #include "agent/link/agent_channel.h"
 #include "agent/session/agent_session.h"
 #include "common/host_identity.h"
@@ -207,6 +208,22 @@ int Agent::Run() {
       store_certificate.clear();
     }
   }
+  // Node health: checked before the first registration, which carries it,
+  // then every interval; a change goes to the session of the moment (or
+  // with the next registration).
+  HealthMonitor health(options_.health, options_.health_check_interval);
+  if (const std::string problem = health.CheckNow(); !problem.empty()) {
+    Log()->error("this machine is unhealthy: {}", problem);
+  }
+  health.Start([this](const std::string& problem) {
+    if (problem.empty()) {
+      Log()->info("this machine passes its health checks again");
+    } else {
+      Log()->error("this machine is unhealthy: {}", problem);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (session_) session_->ReportHealth(problem);
+  });
   while (true) {
     // The first connection may wait for the whole rendezvous; after a lost
     // coordinator, only for the reconnect timeout. Once a handshake with
@@ -282,6 +299,9 @@ int Agent::Run() {
         exit_code = StopExitCode();
         break;
       }
+      // Under the lock the health monitor reports under: a change is in
+      // this registration or reported on this session.
+      registration.set_health_problem(ToValidUtf8(health.Latest()));
       session_ = &session;
     }
     const SessionEnd end = session.Run(registration);

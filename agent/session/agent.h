@@ -15,6 +15,7 @@
 #include <string>
 
 #include "agent/console/console.h"
+#include "agent/health/node_health.h"
 #include "agent/session/shared_agent_core.h"
 #include "agent/workers/worker_user.h"
 #include "common/accelerate_config.h"
@@ -57,6 +58,9 @@ struct AgentOptions {
   // worker's processes idle, for this long (zero: off).
   std::chrono::milliseconds hang_output_timeout{0};
   std::chrono::milliseconds hang_cpu_timeout{0};
+  // Node health: what is checked, and how often (0: only at start).
+  HealthCheckOptions health;
+  std::chrono::milliseconds health_check_interval{0};
   std::chrono::milliseconds connect_timeout{900000};
   // Once registered: how long a lost coordinator is waited for.
   std::chrono::milliseconds reconnect_timeout{120000};

@@ -23,6 +23,13 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
       SecondsToMillis(flags.worker_heartbeat_timeout_s);
   options.hang_output_timeout = SecondsToMillis(flags.hang_output_timeout_s);
   options.hang_cpu_timeout = SecondsToMillis(flags.hang_cpu_timeout_s);
+  options.health.command = flags.health_check;
+  options.health.command_timeout =
+      SecondsToMillis(flags.health_check_timeout_s);
+  options.health.min_free_bytes =
+      static_cast<uint64_t>(flags.min_free_disk_mb * 1024 * 1024);
+  options.health_check_interval =
+      SecondsToMillis(flags.health_check_interval_s);
   options.connect_timeout = SecondsToMillis(flags.rdzv_timeout_s);
   options.reconnect_timeout = SecondsToMillis(flags.reconnect_timeout_s);
   options.tls_cert = flags.tls_cert;
@@ -31,6 +38,7 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.local_gpu_count = machine.gpu_count;
   options.inherited_environment = CurrentEnvironment();
   options.working_directory = std::filesystem::current_path().string();
+  options.health.directories = {options.log_dir, options.working_directory};
   options.own_python = flags.GivenPython();
   return options;
 }

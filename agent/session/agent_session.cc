@@ -54,6 +54,17 @@ bool AgentSession::Write(const pb::AgentMessage& message) {
   return WriteLocked(message);
 }
 
+void AgentSession::ReportHealth(const std::string& problem) {
+  std::lock_guard<std::mutex> lock(write_mutex_);
+  if (!open_) {
+    health_pending_ = problem;
+    return;
+  }
+  pb::AgentMessage health;
+  health.mutable_health()->set_problem(ToValidUtf8(problem));
+  WriteLocked(health);
+}
+
 bool AgentSession::WriteLocked(const pb::AgentMessage& message) {
   // In the order written: the coordinator's words count what it read.
   core_->With(
@@ -125,8 +136,14 @@ SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
   {
     std::lock_guard<std::mutex> lock(write_mutex_);
     open_ = true;
+    WriteLocked(hello);
+    if (health_pending_) {
+      pb::AgentMessage health;
+      health.mutable_health()->set_problem(ToValidUtf8(*health_pending_));
+      WriteLocked(health);
+      health_pending_.reset();
+    }
   }
-  Write(hello);
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread lease([this] { WatchLease(); });
   std::thread logs([this] { ForwardLogs(); });

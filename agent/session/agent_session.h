@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ class AgentSession {
   // effects answer, if any.
   void Apply(const AgentEffects& effects,
              const trl::launch::v1::RegistrationReply* reply = nullptr);
+  // Thread-safe: tells the coordinator this machine's health changed
+  // (empty: healthy); before the registration is written, right after it.
+  void ReportHealth(const std::string& problem);
 
  private:
   bool Write(const trl::launch::v1::AgentMessage& message);
@@ -89,6 +93,8 @@ class AgentSession {
 
   std::mutex write_mutex_;
   bool open_ = false;  // guarded by write_mutex_
+  // A health report that came before the registration was written.
+  std::optional<std::string> health_pending_;  // guarded by write_mutex_
   // Heartbeats over UDP, once the coordinator offered them; guarded by
   // write_mutex_.
   std::unique_ptr<UdpHeartbeatSender> udp_;

@@ -96,6 +96,7 @@ absl::Status JobMembership::Register(const AgentInfo& agent, JobPhase phase,
   }
   const bool member = node.group_rank >= 0;
   machines_.Add(m, std::move(node));
+  UpdateHostHealth(agent.hostname, agent.health_problem);
   if (!member && phase == JobPhase::kRunning) elastic_.Joined(m);
   if (!first_registration_at_) first_registration_at_ = now;
   return absl::OkStatus();
@@ -129,17 +130,72 @@ absl::StatusOr<int> JobMembership::Admit(const AgentInfo& agent, JobPhase phase,
       machines_.at(m).from_spare = true;
       return m;
     }
-    return spares_.Admit(agent, now);
+    return AdmitSpare(agent, now);
   }
   // A machine's own agent back while a spare holds its place: a spare now.
   if (taken && existing->from_spare && !IsFinished(phase)) {
     if (absl::Status ok = CheckAgentFitsJob(agent, settings_); !ok.ok()) {
       return ok;
     }
-    return spares_.Admit(agent, now);
+    return AdmitSpare(agent, now);
   }
   if (absl::Status ok = Register(agent, phase, now); !ok.ok()) return ok;
   return m;
+}
+
+absl::StatusOr<int> JobMembership::AdmitSpare(const AgentInfo& agent,
+                                              TimePoint now) {
+  absl::StatusOr<int> key = spares_.Admit(agent, now);
+  if (key.ok()) UpdateHostHealth(agent.hostname, agent.health_problem);
+  return key;
+}
+
+void JobMembership::HealthReported(int key, const std::string& problem) {
+  AgentInfo* info = nullptr;
+  if (SpareRecord* spare = spares_.Find(key)) {
+    info = &spare->info;
+  } else if (NodeRecord* node = machines_.Find(key);
+             node != nullptr && node->connected) {
+    info = &node->info;
+  }
+  if (info == nullptr) return;
+  info->health_problem = problem;
+  UpdateHostHealth(info->hostname, problem);
+}
+
+void JobMembership::UpdateHostHealth(const std::string& host,
+                                     const std::string& problem) {
+  if (host.empty()) return;
+  if (!problem.empty() || !cordons_.Unhealthy(host)) {
+    cordons_.SetHealth(host, problem);
+    return;
+  }
+  // Healthy: unless another agent of the host is not.
+  for (const auto& [m, node] : machines_.all()) {
+    if (node.connected && node.info.hostname == host &&
+        !node.info.health_problem.empty()) {
+      cordons_.SetHealth(host, node.info.health_problem);
+      return;
+    }
+  }
+  for (const auto& [key, spare] : spares_.all()) {
+    if (spare.info.hostname == host && !spare.info.health_problem.empty()) {
+      cordons_.SetHealth(host, spare.info.health_problem);
+      return;
+    }
+  }
+  cordons_.SetHealth(host, "");
+}
+
+int JobMembership::CountReady() const {
+  int ready = machines_.CountReady();
+  if (!cordons_.AnyUnhealthy()) return ready;
+  for (const auto& [m, node] : machines_.all()) {
+    if (MachineTable::IsReady(node) && cordons_.Unhealthy(node.info.hostname)) {
+      --ready;
+    }
+  }
+  return ready;
 }
 
 void JobMembership::Heard(int key, TimePoint now) {
@@ -240,13 +296,20 @@ bool JobMembership::ReadyToStart(JobPhase phase, TimePoint now) const {
     // the next generation, with it or without, starts after that. (A
     // machine back on its host has stopped them: it waits for nothing.)
     if (now < machines_.ReplacementsAllowedAt()) return false;
-    return elastic_.ReadyToStart(machines_.CountReady(),
-                                 phase == JobPhase::kRestarting, now);
+    return elastic_.ReadyToStart(CountReady(), phase == JobPhase::kRestarting,
+                                 now);
   }
   if (machines_.size() != settings_.num_machines ||
       machines_.connected() != settings_.num_machines ||
       !machines_.AllCommandsChecked(settings_.num_machines)) {
     return false;
+  }
+  // An unhealthy machine gets no ranks: a spare takes its place (Tick
+  // swaps them before it asks), or the job waits until it is healthy.
+  if (cordons_.AnyUnhealthy()) {
+    for (const auto& [m, node] : machines_.all()) {
+      if (cordons_.Unhealthy(node.info.hostname)) return false;
+    }
   }
   return now >= machines_.ReplacementsAllowedAt();
 }

@@ -59,6 +59,10 @@ class JobMembership {
   // (nothing once the job has finished).
   std::optional<std::string> CommandChecked(int key, const std::string& problem,
                                             JobPhase phase);
+  // What the health checks of `key`'s agent found (empty: it is fit). An
+  // unhealthy agent's host is cordoned at once; it is cleared once no
+  // agent of the host has a problem.
+  void HealthReported(int key, const std::string& problem);
   // Machine `m` lost its agent (`why`). Before any generation it goes
   // altogether (nullptr); otherwise its record, kept for a rejoin or a
   // spare. nullptr too if it was not connected, or `m` is a spare's key
@@ -78,9 +82,12 @@ class JobMembership {
   void NoteHostFailure(const FailureRecord& failure, TimePoint now);
 
   // Whether every machine the next generation needs is there: registered,
-  // connected, command checked, no old agent's lease ahead (an elastic
-  // job: enough of them, see ElasticMembership).
+  // connected, command checked, on a healthy host, no old agent's lease
+  // ahead (an elastic job: enough of them, see ElasticMembership).
   bool ReadyToStart(JobPhase phase, TimePoint now) const;
+  // Machines that could be given ranks now: ready (MachineTable::IsReady)
+  // and not on an unhealthy host.
+  int CountReady() const;
   // The next generation's members, ranks placed on them: every field of
   // GenerationStart but the generation.
   GenerationStart Place();
@@ -115,6 +122,10 @@ class JobMembership {
   bool Cordoned(const NodeRecord& node) const {
     return cordons_.Cordoned(node.info.hostname);
   }
+  absl::StatusOr<int> AdmitSpare(const AgentInfo& agent, TimePoint now);
+  // The host's cordon for its health, from `problem` (an agent of it just
+  // said) and what its other connected agents said last.
+  void UpdateHostHealth(const std::string& host, const std::string& problem);
   // How long machine m's agent before a coordinator restart may have run
   // its workers on after its last word from the old coordinator.
   std::chrono::milliseconds PreviousRunOn(int m,

@@ -92,7 +92,7 @@ void JobMembership::SwapOutCordoned(JobPhase phase, Decision& decision,
     if (!spare) return;
     const std::string host = node.info.hostname;
     const std::string why = absl::StrCat("host ", host, " is cordoned (",
-                                         cordons_.At(host).reason, ")");
+                                         cordons_.At(host).Why(), ")");
     // Out of the machines first: the spare's record takes its place.
     machines_.Disconnect(m, /*vacant=*/false);
     elastic_.Left(m);

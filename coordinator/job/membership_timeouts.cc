@@ -88,7 +88,7 @@ std::optional<std::pair<int, std::string>> MembershipTimeouts::RejoinOverdue(
   const MachineTable& machines = membership.machines();
   if (phase != JobPhase::kRestarting || now <= rejoin_deadline_ ||
       (settings_.Elastic() &&
-       machines.CountReady() >= settings_.MinMachines())) {
+       membership.CountReady() >= settings_.MinMachines())) {
     return std::nullopt;
   }
   for (const auto& [m, node] : machines.all()) {
@@ -98,7 +98,7 @@ std::optional<std::pair<int, std::string>> MembershipTimeouts::RejoinOverdue(
                         node.lost_reason, " and did not rejoin within ",
                         settings_.rejoin_timeout.count() / 1000.0, " s",
                         settings_.Elastic()
-                            ? absl::StrCat(" (", machines.CountReady(),
+                            ? absl::StrCat(" (", membership.CountReady(),
                                            " machines left; the job needs "
                                            "at least ",
                                            settings_.MinMachines(), ")")

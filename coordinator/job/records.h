@@ -82,6 +82,8 @@ struct AgentInfo {
   // stood for when it lost its connection (it takes that one back if it is
   // still vacant).
   bool spare = false;
+  // What its node health checks last found (empty: fit for ranks).
+  std::string health_problem;
 
   HostIdentity host() const { return HostIdentity{hostname, host_id}; }
   // How long after its last word from us its workers may still run: the

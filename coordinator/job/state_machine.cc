@@ -92,8 +92,7 @@ Decision JobStateMachine::Tick(TimePoint now) {
   }
   if (settings_.Elastic()) {
     if (phase_ == JobPhase::kWaitingForAgents) {
-      membership_.elastic().UpdateHold(membership_.machines().CountReady(),
-                                       now);
+      membership_.elastic().UpdateHold(membership_.CountReady(), now);
     }
     Decision rescale = MaybeRescale(now);
     if (rescale.stop_generation) {

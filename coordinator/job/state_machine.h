@@ -91,6 +91,12 @@ class JobStateMachine {
   Decision CommandChecked(int m, const std::string& problem, TimePoint now);
   Decision StopRequested(const std::string& reason, int exit_code,
                          TimePoint now);
+  // What `key`'s agent found in its node health checks (empty: healthy).
+  // An unhealthy host is cordoned: its machines get no ranks from the next
+  // generation on (a running one goes on); Tick hands them to spares.
+  void HealthReported(int key, const std::string& problem) {
+    if (!IsFinished(phase_)) membership_.HealthReported(key, problem);
+  }
 
   const JobSettings& settings() const { return settings_; }
   JobPhase phase() const { return phase_; }

@@ -45,6 +45,7 @@ AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request) {
   info.agent_pid = request.agent_pid();
   info.checks_command = request.checks_command();
   info.spare = request.spare();
+  info.health_problem = Bounded(request.health_problem(), kReasonBytes);
   for (const auto& exited : request.last_generation_exits()) {
     // One generation's report; anything else in it is ignored.
     if (info.report_generation < 0)

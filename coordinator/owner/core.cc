@@ -103,6 +103,21 @@ void CoordinatorCore::OnMessage(AgentLink* link,
       Execute(machine_.Tick(now));  // the last check may start the job
       break;
     }
+    case pb::AgentMessage::kHealth: {
+      const std::string problem =
+          Bounded(message.health().problem(), kReasonBytes);
+      const auto spare = machine_.spares().find(m);
+      const auto node = machine_.nodes().find(m);
+      journal_.TellHealth(
+          m,
+          spare != machine_.spares().end() ? spare->second.info.hostname
+          : node != machine_.nodes().end() ? node->second.info.hostname
+                                           : std::string("?"),
+          problem);
+      machine_.HealthReported(m, problem);
+      Execute(machine_.Tick(now));  // a spare may take its place now
+      break;
+    }
     case pb::AgentMessage::kStopping: {
       const auto& stopping = message.stopping();
       if (m < 0) {  // a spare leaves; the job goes on

@@ -39,6 +39,9 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
   link->Send(reply);
   const TimePoint now = clock_();
   journal_.TellRegistered(info, /*spare=*/*key < 0, rejoin, now);
+  if (!info.health_problem.empty()) {
+    journal_.TellHealth(*key, info.hostname, info.health_problem);
+  }
   Execute(machine_.Tick(now));
 }
 

@@ -122,14 +122,42 @@ void DecisionJournal::TellLost(int machine) {
 }
 
 void DecisionJournal::TellNewCordons() {
-  for (const auto& [host, cordon] : machine_.cordoned()) {
+  const auto& cordoned = machine_.cordoned();
+  for (const auto& [host, cordon] : cordoned) {
     if (!cordons_told_.insert(host).second) continue;
     Log()->warn(
-        "host {} is cordoned ({}): it gets no ranks until `trl-coord "
+        "host {} is cordoned ({}): it gets no ranks until {}`trl-coord "
         "uncordon {}`",
-        host, cordon.reason, host);
-    Note("cordoned", -1, absl::StrCat("host ", host, ": ", cordon.reason));
+        host, cordon.Why(),
+        cordon.ForFailures() ? "" : "its health checks pass or ", host);
+    Note("cordoned", -1, absl::StrCat("host ", host, ": ", cordon.Why()));
   }
+  // Health cordons end by themselves.
+  if (cordons_told_.size() == cordoned.size()) return;
+  for (auto it = cordons_told_.begin(); it != cordons_told_.end();) {
+    if (cordoned.count(*it)) {
+      ++it;
+      continue;
+    }
+    Log()->info("host {} passes its health checks again: it may be given ranks",
+                *it);
+    Note("healthy", -1,
+         absl::StrCat("host ", *it, " passes its health checks again"));
+    it = cordons_told_.erase(it);
+  }
+}
+
+void DecisionJournal::TellHealth(int key, const std::string& host,
+                                 const std::string& problem) {
+  const std::string who =
+      key < 0 ? absl::StrCat("the spare on host ", host)
+              : absl::StrCat("machine ", key, " (host ", host, ")");
+  if (problem.empty()) {
+    Log()->info("{} passes its health checks again", who);
+    return;
+  }
+  Log()->error("{} is unhealthy: {}", who, problem);
+  Note("unhealthy", key, absl::StrCat(who, ": ", problem));
 }
 
 void DecisionJournal::TellUncordoned(const std::string& host) {

@@ -62,6 +62,9 @@ class DecisionJournal {
   void TellNewCordons();
   // `host` is uncordoned: should it be cordoned again, that is told.
   void TellUncordoned(const std::string& host);
+  // What `key`'s agent on `host` found in its health checks (empty: they
+  // pass again), at its registration or later.
+  void TellHealth(int key, const std::string& host, const std::string& problem);
   void TellStopping(const std::string& reason);
   void TellFinished(const JobOutcome& outcome);
   // `start` began, meeting at `master_port`; the job may restart

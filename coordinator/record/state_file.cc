@@ -77,7 +77,10 @@ absl::Status SaveJobRecord(const std::string& path, const JobRecord& record) {
     text += "\n";
   }
   // "cordon FAILURES\tHOSTNAME\tREASON" (no tabs or newlines in either).
+  // (Only cordons for failures: an unhealthy host's agents say again
+  // whether it is when they register.)
   for (const auto& [host, cordon] : record.cordoned) {
+    if (!cordon.ForFailures()) continue;
     std::string name = host;
     std::string reason = cordon.reason;
     for (std::string* field : {&name, &reason}) {

@@ -49,7 +49,8 @@ pb::JobStatus DescribeJobFacts(const JobStateMachine& machine, TimePoint now) {
     pb::CordonStatus* out = status.add_cordoned();
     out->set_hostname(host);
     out->set_failures(cordon.failures);
-    out->set_reason(cordon.reason);
+    out->set_reason(cordon.Why());
+    out->set_health(cordon.health);
   }
   status.set_uptime_s(Seconds(machine.created_at(), now));
   status.set_restarts_used(machine.restarts_used());

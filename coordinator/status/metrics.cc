@@ -194,6 +194,18 @@ std::string FormatMetrics(const pb::JobStatus& s) {
                    node.last_heartbeat_age_s(), &out);
   }
 
+  // Hosts given no ranks, and why: "health" (a failed health check, which
+  // ends by itself) or "failures" (--cordon_after, until uncordoned).
+  Header("trl_launch_cordoned_host", "gauge",
+         "1 for each cordoned host; cause health (its agents' health checks "
+         "fail) or failures (--cordon_after).",
+         &out);
+  for (const auto& cordon : s.cordoned()) {
+    absl::StrAppend(&out, "trl_launch_cordoned_host{host=\"",
+                    EscapeLabelValue(cordon.hostname()), "\",cause=\"",
+                    cordon.health().empty() ? "failures" : "health", "\"} 1\n");
+  }
+
   std::vector<double> rendezvous, restarts;
   Durations(s, &rendezvous, &restarts);
   Histogram("trl_launch_rendezvous_seconds",

@@ -42,9 +42,11 @@ AGENT_ROOMS = {
     'console': set(),
     'procfs': set(),
     'link': set(),
+    'health': set(),
     'workers': {'console', 'core', 'procfs'},
     'cleanup': {'workers', 'console', 'procfs'},
-    'session': {'core', 'console', 'procfs', 'link', 'workers', 'cleanup'},
+    'session': {'core', 'console', 'procfs', 'link', 'health', 'workers',
+                'cleanup'},
 }
 
 FORBIDDEN_HEADERS = [

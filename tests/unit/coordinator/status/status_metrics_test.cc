@@ -135,6 +135,28 @@ TEST(StatusMetricsTest, EveryMetricHasHelpAndTypeBeforeItsSamples) {
   EXPECT_GT(samples, 20);
 }
 
+TEST(StatusMetricsTest, CordonedHostsNameTheirCause) {
+  pb::JobStatus s = ThreeMachinesOneLost();
+  auto* sick = s.add_cordoned();
+  sick->set_hostname("node02");
+  sick->set_reason("health check failed: disk full");
+  sick->set_health("disk full");
+  auto* flapping = s.add_cordoned();
+  flapping->set_hostname("node\"03");
+  flapping->set_failures(3);
+  flapping->set_reason("3 failures within 600 s");
+  const std::string text = FormatMetrics(s);
+  EXPECT_NE(
+      text.find(
+          "trl_launch_cordoned_host{host=\"node02\",cause=\"health\"} 1\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("trl_launch_cordoned_host{host=\"node\\\"03\",cause="
+                      "\"failures\"} 1\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(StatusMetricsTest, LabelValuesAreEscaped) {
   pb::JobStatus s;
   s.set_job_id("a\"b\\c\nd");
