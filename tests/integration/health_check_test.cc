@@ -137,5 +137,49 @@ TEST_F(HealthCheckTest, AnUnhealthyMachineGetsNoRanksUntilItsCheckPasses) {
       << coord->Stderr();
 }
 
+TEST_F(HealthCheckTest, AFullLogDiskMakesTheMachineUnhealthyAndTheJobWaits) {
+  // The log directory on a 4 MiB tmpfs of the coordinator's own mount
+  // namespace, filled up: machine 0 is unhealthy and nothing starts; once
+  // the file is removed (from inside that namespace), the job runs and
+  // succeeds: it is not lost.
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  const std::string disk = dir_ + "/disk";
+  std::filesystem::create_directories(disk);
+  const std::string flags =
+      "--num_machines 1 --num_processes 1 --main_process_ip 127.0.0.1 "
+      "--main_process_port " +
+      std::to_string(port_) + " --use_cpu --log_dir " + disk +
+      "/logs --min_free_disk_mb 1 --health_check_interval 0.2";
+  Subprocess coord({"/usr/bin/unshare", "--mount", "--propagation", "private",
+                    "/bin/sh", "-c",
+                    "mount -t tmpfs -o size=4m tmpfs " + disk +
+                        " && dd if=/dev/zero of=" + disk +
+                        "/fill bs=1M count=8 2>/dev/null; exec " +
+                        TRL_COORD_BIN + " start " + flags +
+                        " /bin/sh -c 'echo ran gen $TRL_GENERATION pid $$'"});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return coord.Stderr().find(
+                   " is cordoned (health check failed: disk: " + disk +
+                   "/logs has 0 MiB free, less than "
+                   "--min_free_disk_mb 1)") != std::string::npos;
+      },
+      seconds(20)))
+      << coord.Output();
+  std::this_thread::sleep_for(seconds(1));
+  EXPECT_EQ(coord.Stdout().find("ran gen"), std::string::npos)
+      << coord.Output();
+  // Space again, seen from inside the coordinator's mount namespace.
+  Subprocess mend({"/usr/bin/nsenter", "-t", std::to_string(coord.pid()), "-m",
+                   "rm", disk + "/fill"});
+  ASSERT_EQ(mend.Wait(seconds(10)), 0) << mend.Output();
+  ASSERT_EQ(coord.Wait(seconds(20)), 0) << coord.Output();
+  EXPECT_NE(coord.Stdout().find("ran gen 0"), std::string::npos)
+      << coord.Output();
+  EXPECT_NE(coord.Stderr().find("passes its health checks again"),
+            std::string::npos)
+      << coord.Stderr();
+}
+
 }  // namespace
 }  // namespace trl::testing
