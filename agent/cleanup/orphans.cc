@@ -13,6 +13,7 @@
 
 #include "agent/cleanup/job_guardian.h"
 #include "agent/procfs/process_facts.h"
+#include "common/exempt_children.h"
 
 namespace trl {
 namespace {
@@ -49,7 +50,7 @@ int KillOrphansOfGeneration(const std::string& job_id, int64_t generation) {
   for (int round = 0; round < 20; ++round) {
     std::vector<pid_t> found;
     for (const Child& child : ChildrenOfThisProcess()) {
-      if (child.pid == JobGuardianPid()) continue;
+      if (child.pid == JobGuardianPid() || IsExemptChild(child.pid)) continue;
       if (child.group != own_group ||
           EnvironmentHasBoth(child.pid, job_entry, generation_entry)) {
         found.push_back(child.pid);

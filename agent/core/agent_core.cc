@@ -146,6 +146,8 @@ AgentEffects AgentCore::Received(const pb::CoordinatorMessage& message,
           StopSignal{stop.signal() > 0 ? stop.signal() : SIGTERM,
                      stop.workers_have_signal()};
       effects.fence_grace = stop.fenced();
+      // A fenced machine's ranks go elsewhere soon: no time for stacks.
+      effects.capture_stacks = stop.capture_stacks() && !stop.fenced();
       break;
     }
     case pb::CoordinatorMessage::kFinished: {

@@ -50,6 +50,8 @@ struct AgentEffects {
   // ... within the fence: no longer than its deadline (the machine was
   // declared lost; its ranks go elsewhere then).
   bool fence_grace = false;
+  // ... after keeping where each worker stands (a stop for a failure).
+  bool capture_stacks = false;
   // Messages for the stream, in order.
   std::vector<trl::launch::v1::AgentMessage> send;
   // Cancel the stream: a blocked read or write returns, the session ends.

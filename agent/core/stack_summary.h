@@ -7,8 +7,6 @@
 #define TRL_AGENT_CORE_STACK_SUMMARY_H_
 
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -25,13 +23,6 @@ std::string WhereInPython(absl::string_view py_spy_dump);
 // S (sleeping) in the kernel at hrtimer_nanosleep"; a wait channel of "0"
 // or "" (running, or not readable) is left out.
 std::string WhereInTheKernel(char state, absl::string_view wchan);
-
-// The ranks grouped by where they stand, the largest group first: "ranks
-// 0, 2, 3 in all_reduce (...), from train.py:88; rank 1 in <module>
-// (train.py:41), the odd one out". A rank alone where two or more others
-// stand together is the odd one out.
-std::string WhereRanksStand(
-    const std::vector<std::pair<int, std::string>>& rank_and_where);
 
 }  // namespace trl
 

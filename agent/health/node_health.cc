@@ -8,13 +8,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/exempt_children.h"
 
 extern char** environ;
 
@@ -63,8 +67,31 @@ std::string DiskSpaceProblem(const std::string& directory, uint64_t free_bytes,
       free_bytes / kMiB, min_free_bytes / kMiB);
 }
 
+namespace {
+
+// Checks killed that did not go within their reap bound (stuck in the
+// kernel): reaped by a later run, exempt from the orphan sweep meanwhile
+// (whose own wait has no bound).
+std::mutex abandoned_mutex;
+std::vector<pid_t> abandoned;
+
+void ReapAbandoned() {
+  std::lock_guard<std::mutex> lock(abandoned_mutex);
+  for (auto it = abandoned.begin(); it != abandoned.end();) {
+    if (waitpid(*it, nullptr, WNOHANG) != 0) {
+      ForgetExemptChild(*it);
+      it = abandoned.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace
+
 std::string RunHealthCommand(const std::string& command,
                              std::chrono::milliseconds timeout) {
+  ReapAbandoned();
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
     return absl::StrCat("--health_check could not be run: ",
@@ -78,13 +105,26 @@ std::string RunHealthCommand(const std::string& command,
                                    O_RDONLY, 0);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  // A group of its own: what it starts is killed with it.
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  // A group of its own (what it starts is killed with it), and none of the
+  // agent's blocked or ignored signals.
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP |
+                                            POSIX_SPAWN_SETSIGMASK |
+                                            POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
   const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &actions, &attributes,
-                             const_cast<char* const*>(argv), environ);
+  int rc = 0;
+  // Exempt from the orphan sweep of a generation's end while it runs.
+  const pid_t pid = SpawnExemptChild([&] {
+    pid_t child = -1;
+    rc = posix_spawn(&child, argv[0], &actions, &attributes,
+                     const_cast<char* const*>(argv), environ);
+    return rc == 0 ? child : -1;
+  });
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   close(out[1]);
@@ -94,50 +134,82 @@ std::string RunHealthCommand(const std::string& command,
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string output;
-  int status = 0;
+  siginfo_t ended = {};
   bool exited = false;
+  bool lost = false;  // reaped by someone else: its status is unknown
   bool timed_out = false;
   bool open = true;
   char buffer[4096];
-  while (!exited) {
+  const auto read_some = [&] {
+    const ssize_t n = read(out[0], buffer, sizeof(buffer));
+    if (n > 0) {
+      output.append(buffer, static_cast<size_t>(n));
+      if (output.size() > 2 * kOutputKept) {
+        output.erase(0, output.size() - kOutputKept);
+      }
+    } else if (n == 0) {
+      open = false;
+    }
+    return n > 0;
+  };
+  while (true) {
+    // Exited? (WNOWAIT: its zombie keeps the pid, and the group id, until
+    // the group is killed below.) Looked for every 50 ms at most: a child
+    // it left in the background may hold the pipe open.
+    siginfo_t info = {};
+    if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0) {
+      if (info.si_pid == pid) {
+        ended = info;
+        exited = true;
+        break;
+      }
+    } else if (errno == ECHILD) {
+      lost = true;
+      break;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
     }
-    // Its exit is looked for every 50 ms: a child it left in the
-    // background may hold the pipe open.
+    const int wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 50));
     if (open) {
       pollfd readable = {out[0], POLLIN, 0};
-      const int wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 50));
-      if (poll(&readable, 1, wait_ms) > 0) {
-        const ssize_t n = read(out[0], buffer, sizeof(buffer));
-        if (n > 0) {
-          output.append(buffer, static_cast<size_t>(n));
-          if (output.size() > 2 * kOutputKept) {
-            output.erase(0, output.size() - kOutputKept);
-          }
-        } else if (n == 0) {
-          open = false;
-        }
-      }
+      if (poll(&readable, 1, wait_ms) > 0) read_some();
     } else {
+      usleep(static_cast<useconds_t>(wait_ms) * 1000);
+    }
+  }
+  if (!lost) {
+    kill(-pid, SIGKILL);  // the group: whatever it left behind
+    // Reaped within a bound: a check stuck in the kernel is left to a
+    // later run.
+    const auto reap_until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    bool reaped = false;
+    while (!(reaped = waitpid(pid, nullptr, WNOHANG) != 0) &&
+           std::chrono::steady_clock::now() < reap_until) {
       usleep(10000);
     }
-    exited = waitpid(pid, &status, WNOHANG) == pid;
-  }
-  kill(-pid, SIGKILL);  // the group: whatever it left behind
-  if (!exited) {
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    if (reaped) {
+      ForgetExemptChild(pid);
+    } else {
+      std::lock_guard<std::mutex> lock(abandoned_mutex);
+      abandoned.push_back(pid);
+    }
+    // What it started, reparented to this subreaper, keeps its group id.
+    const auto leftovers_until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (std::chrono::steady_clock::now() < leftovers_until) {
+      const pid_t child = waitpid(-pid, nullptr, WNOHANG);
+      if (child < 0) break;  // none left in the group
+      if (child == 0) usleep(10000);
     }
   }
   // What it wrote before it exited.
   pollfd readable = {out[0], POLLIN, 0};
-  while (open && poll(&readable, 1, 0) > 0) {
-    const ssize_t n = read(out[0], buffer, sizeof(buffer));
-    if (n <= 0) break;
-    output.append(buffer, static_cast<size_t>(n));
+  while (open && poll(&readable, 1, 0) > 0 && read_some()) {
   }
   close(out[0]);
   const std::string said = LastLine(output);
@@ -147,12 +219,15 @@ std::string RunHealthCommand(const std::string& command,
         "--health_check did not finish within %g s (killed)%s",
         timeout.count() / 1000.0, tail);
   }
-  if (WIFSIGNALED(status)) {
-    return absl::StrCat("--health_check was killed by signal ",
-                        WTERMSIG(status), tail);
+  if (lost) {
+    return absl::StrCat("--health_check ended without its status", tail);
   }
-  if (WEXITSTATUS(status) != 0) {
-    return absl::StrCat("--health_check exited ", WEXITSTATUS(status), tail);
+  if (ended.si_code != CLD_EXITED) {
+    return absl::StrCat("--health_check was killed by signal ", ended.si_status,
+                        tail);
+  }
+  if (ended.si_status != 0) {
+    return absl::StrCat("--health_check exited ", ended.si_status, tail);
   }
   return "";
 }

@@ -103,7 +103,9 @@ void AgentSession::Apply(const AgentEffects& effects,
     std::optional<std::chrono::milliseconds> grace;
     if (effects.fence_grace) grace = TimeLeftInTheFence();
     std::lock_guard<std::mutex> lock(group_mutex_);
-    if (group_) group_->Stop(*effects.signal_workers, grace);
+    if (group_) {
+      group_->Stop(*effects.signal_workers, grace, effects.capture_stacks);
+    }
   }
   for (const auto& message : effects.send) Write(message);
   if (effects.cancel_stream) context_.TryCancel();
@@ -488,6 +490,7 @@ void AgentSession::ReportExit(int64_t generation, int local_rank,
   exited.set_start_error(ToValidUtf8(outcome.start_error));
   exited.set_out_of_resources(outcome.out_of_resources);
   exited.set_reason(ToValidUtf8(outcome.reason));
+  exited.set_where(ToValidUtf8(outcome.where));
   for (const auto& line : outcome.last_lines) {
     exited.add_last_lines(ToValidUtf8(line));
   }

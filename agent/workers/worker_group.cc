@@ -14,6 +14,7 @@
 #include "agent/workers/stack_capture.h"
 #include "agent/workers/worker_output.h"
 #include "common/logging.h"
+#include "common/where_ranks_stand.h"
 
 namespace trl {
 
@@ -42,6 +43,8 @@ WorkerGroup::~WorkerGroup() {
   for (auto& worker : workers_) {
     if (worker->waiter.joinable()) worker->waiter.join();
   }
+  // (Before the grace thread: a capture that ends starts it.)
+  if (capture_thread_.joinable()) capture_thread_.join();
   if (grace_thread_.joinable()) grace_thread_.join();
   if (hang_thread_.joinable()) hang_thread_.join();
   cgroup_.reset();  // kills whatever the workers left in it
@@ -172,49 +175,46 @@ void WorkerGroup::WatchForHangs() {
   }
 }
 
-void WorkerGroup::EndHang(const Hang& hang) {
-  // Every worker of the group, before any is killed: the hung one and
-  // where the others stand (waiting for it in a collective, say).
-  struct Captured {
-    Worker* worker;
-    CapturedStacks stacks;
-  };
-  std::vector<Captured> captured;
+std::vector<WorkerGroup::Captured> WorkerGroup::CaptureAlive() {
+  std::vector<Worker*> alive;
   {
-    std::vector<Worker*> alive;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopping_ || shutting_down_) return;
-      for (auto& worker : workers_) {
-        if (worker->process && !worker->exited) alive.push_back(worker.get());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || shutting_down_) return {};
+    for (auto& worker : workers_) {
+      if (worker->process && !worker->exited && worker->stood_at.empty()) {
+        alive.push_back(worker.get());
       }
     }
-    // The workers side by side, within one bound: the kill waits for the
-    // slowest capture, never for more than capture_limit.
-    const auto deadline =
-        std::chrono::steady_clock::now() + hangs_.capture_limit;
-    const auto abandoned = [this] {
-      std::lock_guard<std::mutex> lock(mutex_);
-      return stopping_ || shutting_down_;
-    };
-    captured.resize(alive.size());
-    std::vector<std::thread> capturers;
-    for (size_t i = 0; i < alive.size(); ++i) {
-      captured[i].worker = alive[i];
-      capturers.emplace_back([&, i] {
-        captured[i].stacks = CaptureStacks(alive[i]->process->pid(),
-                                           hangs_.py_spy, deadline, abandoned);
-      });
-    }
-    for (auto& capturer : capturers) capturer.join();
   }
+  // The workers side by side, within one bound: what waits for the capture
+  // waits for the slowest, never for more than capture_limit.
+  const auto deadline = std::chrono::steady_clock::now() + hangs_.capture_limit;
+  const auto abandoned = [this] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stopping_ || shutting_down_;
+  };
+  std::vector<Captured> captured(alive.size());
+  std::vector<std::thread> capturers;
+  for (size_t i = 0; i < alive.size(); ++i) {
+    captured[i].worker = alive[i];
+    capturers.emplace_back([&, i] {
+      captured[i].stacks = CaptureStacks(alive[i]->process->pid(),
+                                         hangs_.py_spy, deadline, abandoned);
+    });
+  }
+  for (auto& capturer : capturers) capturer.join();
+  return captured;
+}
+
+void WorkerGroup::KeepStacks(const std::vector<Captured>& captured,
+                             const std::string& why) {
+  if (captured.empty()) return;
   std::vector<std::pair<int, std::string>> where;
   for (const Captured& c : captured) {
     where.emplace_back(c.worker->rank, c.stacks.where);
   }
   ComponentLogger("agent")->warn("generation {}: {}; where its ranks stand: {}",
-                                 generation_, hang.reason,
-                                 WhereRanksStand(where));
+                                 generation_, why, WhereRanksStand(where));
   for (const Captured& c : captured) {
     if (c.worker->stacks_path.empty()) continue;
     // Never through a link another user planted in the run directory.
@@ -224,7 +224,7 @@ void WorkerGroup::EndHang(const Hang& hang) {
     if (fd < 0) continue;
     const std::string text =
         absl::StrCat("rank ", c.worker->rank, ": ", c.stacks.where,
-                     "\n(captured when ", hang.reason, ")\n\n", c.stacks.text);
+                     "\n(captured when ", why, ")\n\n", c.stacks.text);
     for (size_t done = 0; done < text.size();) {
       const ssize_t n = write(fd, text.data() + done, text.size() - done);
       if (n <= 0) break;
@@ -232,6 +232,16 @@ void WorkerGroup::EndHang(const Hang& hang) {
     }
     close(fd);
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Captured& c : captured) c.worker->stood_at = c.stacks.where;
+}
+
+void WorkerGroup::EndHang(const Hang& hang) {
+  // Every worker of the group, before any is killed: the hung one and
+  // where the others stand (waiting for it in a collective, say).
+  const std::vector<Captured> captured = CaptureAlive();
+  if (captured.empty()) return;
+  KeepStacks(captured, hang.reason);
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopping_ || shutting_down_) return;
   for (const Captured& c : captured) {
@@ -264,15 +274,48 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
     std::lock_guard<std::mutex> lock(mutex_);
     worker->exited = true;
     outcome.reason = worker->hang_reason;
-    outcome.own_end = !stopping_ || worker->ended_before_stop;
+    outcome.where = worker->stood_at;
+    outcome.own_end = !stop_ordered_ || worker->ended_before_stop;
   }
   changed_.notify_all();
   events_.exited(worker->local_rank, outcome);
 }
 
 void WorkerGroup::Stop(const StopSignal& signal,
-                       std::optional<std::chrono::milliseconds> grace) {
+                       std::optional<std::chrono::milliseconds> grace,
+                       bool capture_first) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stop_ordered_) {
+      stop_ordered_ = true;
+      // Those that exited before this first stop order (reaped or not yet)
+      // ended on their own.
+      for (auto& worker : workers_) {
+        if (!worker->exited && worker->process && worker->process->HasEnded()) {
+          worker->ended_before_stop = true;
+        }
+      }
+      // Where each stands, before any signal changes it (a worker that has
+      // the signal already, from Slurm, is no longer where it was).
+      if (capture_first && !stopping_ && !shutting_down_ &&
+          signal.number != SIGKILL && !signal.workers_have_it) {
+        capture_thread_ = std::thread([this, signal, grace] {
+          KeepStacks(CaptureAlive(),
+                     absl::StrCat("generation ", generation_,
+                                  " was stopped for a failure"));
+          SignalAll(signal, grace);
+        });
+        return;
+      }
+    }
+  }
+  SignalAll(signal, grace);
+}
+
+void WorkerGroup::SignalAll(const StopSignal& signal,
+                            std::optional<std::chrono::milliseconds> grace) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (shutting_down_) return;
   const auto kill_at = std::chrono::steady_clock::now() +
                        (grace ? std::min(*grace, stop_grace_) : stop_grace_);
   // The first signal starts the grace period; later stop orders do not
@@ -284,15 +327,6 @@ void WorkerGroup::Stop(const StopSignal& signal,
       changed_.notify_all();
     }
     return;
-  }
-  if (!stopping_) {
-    // Those that exited before this first stop (reaped or not yet) ended on
-    // their own.
-    for (auto& worker : workers_) {
-      if (!worker->exited && worker->process && worker->process->HasEnded()) {
-        worker->ended_before_stop = true;
-      }
-    }
   }
   for (auto& worker : workers_) {
     if (!worker->exited && worker->process && !signal.workers_have_it) {

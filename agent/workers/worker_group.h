@@ -26,6 +26,7 @@
 
 #include "agent/console/console.h"
 #include "agent/core/hang_watch.h"
+#include "agent/workers/stack_capture.h"
 #include "agent/workers/worker_cgroup.h"
 #include "agent/workers/worker_process.h"
 #include "common/stop_signals.h"
@@ -67,6 +68,8 @@ struct WorkerOutcome {
   // the machine's trouble, not the job's.
   bool out_of_resources = false;
   std::string reason;  // set when the group killed it (a hang)
+  // Where it stood when it was captured (a hang, or a stop for a failure).
+  std::string where;
   std::vector<std::string> last_lines;
   // It ended on its own: the group had not signalled it to stop, or it had
   // exited before the group did (a frozen agent thawed finds its workers
@@ -106,9 +109,13 @@ class WorkerGroup {
   // have it already) and SIGKILL to those still alive after the grace
   // period (`grace` if shorter, else the stop grace). Returns at once. Once
   // stopping, only SIGKILL is sent again; a shorter grace cuts the one running
-  // short.
+  // short. With `capture_first` (a stop for a failure), where every worker
+  // stands is captured before the signal, on a thread of the group's,
+  // within the hang options' capture limit; a later stop order cuts the
+  // capture short.
   void Stop(const StopSignal& signal,
-            std::optional<std::chrono::milliseconds> grace = std::nullopt);
+            std::optional<std::chrono::milliseconds> grace = std::nullopt,
+            bool capture_first = false);
 
   // Waits until every worker has exited; false if the deadline passed.
   bool WaitUntilAllExited(std::chrono::steady_clock::time_point deadline);
@@ -124,7 +131,12 @@ class WorkerGroup {
     std::string stacks_path;
     std::atomic<uint64_t> output_bytes{0};  // counted by its WorkerOutput
     std::string hang_reason;         // set by WatchForHangs before it kills
+    std::string stood_at;            // where it stood when captured
     bool ended_before_stop = false;  // exited before the first Stop
+  };
+  struct Captured {
+    Worker* worker;
+    CapturedStacks stacks;
   };
 
   void WaitFor(Worker* worker, int rank, const std::string& log_path);
@@ -133,6 +145,16 @@ class WorkerGroup {
   // What a hung group's workers were doing (written to their stacks
   // files), then the hung ones killed with `hang`'s reason.
   void EndHang(const Hang& hang);
+  // Every live worker not captured yet, side by side, within the capture
+  // limit; nothing once the group is stopping or shutting down.
+  std::vector<Captured> CaptureAlive();
+  // Writes each capture to its worker's stacks file (`why`: when it was
+  // taken), keeps where each stood, and says where the ranks stand.
+  void KeepStacks(const std::vector<Captured>& captured,
+                  const std::string& why);
+  // Stop's signals and grace, once any capture is done.
+  void SignalAll(const StopSignal& signal,
+                 std::optional<std::chrono::milliseconds> grace);
 
   const int64_t generation_;
   Console* console_;
@@ -144,10 +166,13 @@ class WorkerGroup {
   std::condition_variable changed_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool stopping_ = false;
+  // A stop was ordered (its signals may wait for a capture).
+  bool stop_ordered_ = false;
   std::chrono::steady_clock::time_point kill_at_;  // once stopping_
   bool shutting_down_ = false;
   std::thread grace_thread_;
   std::thread hang_thread_;
+  std::thread capture_thread_;  // a capture before a stop's signals
   // Holds every process of this group where cgroup v2 allows; may be null.
   std::unique_ptr<WorkerCgroup> cgroup_;
 };

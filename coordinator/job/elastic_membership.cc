@@ -23,7 +23,11 @@ std::vector<int> ElasticMembership::NextMembers(
   std::vector<int> members;
   std::vector<int> without_cordoned;
   for (const auto& [m, node] : machines.all()) {
-    if (elastic_ && !MachineTable::IsReady(node)) continue;
+    // An unhealthy one never (JobMembership::CountReady leaves it out).
+    if (elastic_ && (!MachineTable::IsReady(node) ||
+                     cordons.Unhealthy(node.info.hostname))) {
+      continue;
+    }
     members.push_back(m);
     if (!cordons.Cordoned(node.info.hostname)) without_cordoned.push_back(m);
   }

@@ -150,7 +150,7 @@ absl::StatusOr<int> JobMembership::AdmitSpare(const AgentInfo& agent,
   return key;
 }
 
-void JobMembership::HealthReported(int key, const std::string& problem) {
+bool JobMembership::HealthReported(int key, const std::string& problem) {
   AgentInfo* info = nullptr;
   if (SpareRecord* spare = spares_.Find(key)) {
     info = &spare->info;
@@ -158,9 +158,26 @@ void JobMembership::HealthReported(int key, const std::string& problem) {
              node != nullptr && node->connected) {
     info = &node->info;
   }
-  if (info == nullptr) return;
+  if (info == nullptr || info->health_problem == problem) return false;
   info->health_problem = problem;
   UpdateHostHealth(info->hostname, problem);
+  return true;
+}
+
+void JobMembership::RecheckHostHealth(const std::string& host) {
+  if (!cordons_.Unhealthy(host)) return;
+  bool anyone = false;
+  for (const auto& [m, node] : machines_.all()) {
+    if (!node.connected || node.info.hostname != host) continue;
+    if (!node.info.health_problem.empty()) return;  // still unhealthy
+    anyone = true;
+  }
+  for (const auto& [key, spare] : spares_.all()) {
+    if (spare.info.hostname != host) continue;
+    if (!spare.info.health_problem.empty()) return;
+    anyone = true;
+  }
+  if (anyone) cordons_.SetHealth(host, "");
 }
 
 void JobMembership::UpdateHostHealth(const std::string& host,
@@ -266,7 +283,13 @@ std::optional<std::string> JobMembership::CommandChecked(
 const NodeRecord* JobMembership::Lose(int m, const std::string& why,
                                       JobPhase phase, TimePoint now) {
   if (m < 0) {
+    const SpareRecord* spare = spares_.Find(m);
+    const std::string host =
+        spare != nullptr && !spare->info.health_problem.empty()
+            ? spare->info.hostname
+            : "";
     spares_.Erase(m);  // a spare leaves nothing behind
+    if (!host.empty()) RecheckHostHealth(host);
     return nullptr;
   }
   NodeRecord* node = machines_.Find(m);
@@ -278,6 +301,8 @@ const NodeRecord* JobMembership::Lose(int m, const std::string& why,
   }
   machines_.Disconnect(m, /*vacant=*/true);
   node->lost_reason = why;
+  if (!node->info.health_problem.empty())
+    RecheckHostHealth(node->info.hostname);
   // It heard from us at the latest now: its lease ends before now + lease,
   // and its workers are gone its fence after that (AgentInfo::RunOn).
   // (An elastic job's machine outside the generation ran none of its

@@ -62,7 +62,8 @@ class JobMembership {
   // What the health checks of `key`'s agent found (empty: it is fit). An
   // unhealthy agent's host is cordoned at once; it is cleared once no
   // agent of the host has a problem.
-  void HealthReported(int key, const std::string& problem);
+  // Returns false if it said so already (nothing changed).
+  bool HealthReported(int key, const std::string& problem);
   // Machine `m` lost its agent (`why`). Before any generation it goes
   // altogether (nullptr); otherwise its record, kept for a rejoin or a
   // spare. nullptr too if it was not connected, or `m` is a spare's key
@@ -126,6 +127,10 @@ class JobMembership {
   // The host's cordon for its health, from `problem` (an agent of it just
   // said) and what its other connected agents said last.
   void UpdateHostHealth(const std::string& host, const std::string& problem);
+  // An agent of `host` that may have held its health cordon left: the
+  // agents still there decide (if none is, the cordon stays until one
+  // says the host is healthy).
+  void RecheckHostHealth(const std::string& host);
   // How long machine m's agent before a coordinator restart may have run
   // its workers on after its last word from the old coordinator.
   std::chrono::milliseconds PreviousRunOn(int m,

@@ -109,9 +109,18 @@ void JobMembership::SwapOutCordoned(JobPhase phase, Decision& decision,
 }
 
 void JobMembership::DropSilentSpares(Decision& decision, TimePoint now) {
+  std::vector<std::string> unhealthy_hosts;
+  if (cordons_.AnyUnhealthy()) {
+    for (const auto& [key, spare] : spares_.all()) {
+      if (!spare.info.health_problem.empty()) {
+        unhealthy_hosts.push_back(spare.info.hostname);
+      }
+    }
+  }
   for (int key : spares_.DropSilent(settings_.agent_heartbeat_timeout, now)) {
     decision.drop_spares.push_back(key);
   }
+  for (const std::string& host : unhealthy_hosts) RecheckHostHealth(host);
 }
 
 }  // namespace trl

@@ -29,6 +29,9 @@ struct WorkerExit {
   bool out_of_resources = false;  // ... for want of resources
   std::string reason;             // why the agent ended it (a hang), if it did
   std::vector<std::string> last_lines;
+  // Where it stood when it was stopped for a failure or found hung, if
+  // its agent captured that (agent/core/stack_summary.h).
+  std::string where;
 
   bool Succeeded() const {
     return exit_code == 0 && signal == 0 && start_error.empty();
@@ -237,6 +240,8 @@ struct Decision {
   std::vector<int> drop_agents;
   // Tell every agent to stop the current generation, with this reason.
   std::optional<std::string> stop_generation;
+  // ... for a failure: the agents first keep where each rank stood.
+  bool capture_stacks = false;
   // The job ended: tell every agent and finish.
   std::optional<JobOutcome> finished;
   // Streams that stand for another machine or spare now, all at once (a

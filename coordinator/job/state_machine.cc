@@ -7,7 +7,10 @@ namespace {
 
 // What a judgement within a tick said: stop the generation, the job ended.
 void Take(Decision& decision, const Decision& judged) {
-  if (judged.stop_generation) decision.stop_generation = judged.stop_generation;
+  if (judged.stop_generation) {
+    decision.stop_generation = judged.stop_generation;
+    decision.capture_stacks = judged.capture_stacks;
+  }
   if (judged.finished) decision.finished = judged.finished;
 }
 

@@ -94,8 +94,9 @@ class JobStateMachine {
   // What `key`'s agent found in its node health checks (empty: healthy).
   // An unhealthy host is cordoned: its machines get no ranks from the next
   // generation on (a running one goes on); Tick hands them to spares.
-  void HealthReported(int key, const std::string& problem) {
-    if (!IsFinished(phase_)) membership_.HealthReported(key, problem);
+  // Returns false if nothing changed (the agent said so already).
+  bool HealthReported(int key, const std::string& problem) {
+    return !IsFinished(phase_) && membership_.HealthReported(key, problem);
   }
 
   const JobSettings& settings() const { return settings_; }

@@ -182,6 +182,7 @@ Decision JobStateMachine::Fail(FailureRecord failure, int exit_code,
   // The job's end, or a restart once the generation is gone.
   pending_outcome_ = budget_.Judge(failure, exit_code);
   decision.stop_generation = failure.reason;
+  decision.capture_stacks = true;
   membership_.NoteHostFailure(failure, now);
   failures_.push_back(std::move(failure));
   awaited_.Clear();  // the generation fails whatever they report

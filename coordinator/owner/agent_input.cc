@@ -17,6 +17,14 @@ std::string Bounded(const std::string& text, size_t bytes) {
   return absl::StrCat(text.substr(0, end), "... [cut]");
 }
 
+std::string OneLine(const std::string& text) {
+  std::string problem = Bounded(text, kReasonBytes);
+  for (char& c : problem) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return problem;
+}
+
 WorkerExit FromProto(const pb::WorkerExited& exited) {
   WorkerExit exit;
   exit.exit_code = exited.exit_code();
@@ -25,6 +33,7 @@ WorkerExit FromProto(const pb::WorkerExited& exited) {
   exit.out_of_resources =
       exited.out_of_resources() && !exited.start_error().empty();
   exit.reason = Bounded(exited.reason(), kReasonBytes);
+  exit.where = OneLine(exited.where());
   // Agents send at most 20 lines of about 1 KiB.
   const int first = std::max(0, exited.last_lines_size() - kLines);
   for (int i = first; i < exited.last_lines_size(); ++i) {
@@ -45,7 +54,7 @@ AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request) {
   info.agent_pid = request.agent_pid();
   info.checks_command = request.checks_command();
   info.spare = request.spare();
-  info.health_problem = Bounded(request.health_problem(), kReasonBytes);
+  info.health_problem = OneLine(request.health_problem());
   for (const auto& exited : request.last_generation_exits()) {
     // One generation's report; anything else in it is ignored.
     if (info.report_generation < 0)

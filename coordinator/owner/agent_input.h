@@ -24,6 +24,10 @@ inline constexpr int kLines = 20;
 
 // `text`, at most `bytes` of it and "... [cut]".
 std::string Bounded(const std::string& text, size_t bytes);
+// An agent's words for logs, ps and the page (its health, where a rank
+// stood): bounded, on one line, no control characters (no terminal
+// escapes).
+std::string OneLine(const std::string& text);
 
 WorkerExit FromProto(const trl::launch::v1::WorkerExited& exited);
 

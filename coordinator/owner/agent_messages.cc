@@ -32,10 +32,12 @@ pb::CoordinatorMessage AcceptedRegistration(const CoordinatorOptions& options,
 }
 
 pb::CoordinatorMessage StopOrder(int64_t generation, const std::string& reason,
-                                 const std::optional<StopSignal>& signal) {
+                                 const std::optional<StopSignal>& signal,
+                                 bool capture_stacks) {
   pb::CoordinatorMessage stop;
   stop.mutable_stop()->set_generation(generation);
   stop.mutable_stop()->set_reason(reason);
+  stop.mutable_stop()->set_capture_stacks(capture_stacks);
   if (signal) {
     stop.mutable_stop()->set_signal(signal->number);
     stop.mutable_stop()->set_workers_have_signal(signal->workers_have_it);

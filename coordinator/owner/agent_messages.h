@@ -28,10 +28,12 @@ trl::launch::v1::CoordinatorMessage RefusedRegistration(
 trl::launch::v1::CoordinatorMessage AcceptedRegistration(
     const CoordinatorOptions& options, int key);
 // Stop generation `generation`'s workers (`reason`); with `signal`, the
-// signal they get first.
+// signal they get first; with `capture_stacks`, after keeping where each
+// stood (a stop for a failure).
 trl::launch::v1::CoordinatorMessage StopOrder(
     int64_t generation, const std::string& reason,
-    const std::optional<StopSignal>& signal = std::nullopt);
+    const std::optional<StopSignal>& signal = std::nullopt,
+    bool capture_stacks = false);
 trl::launch::v1::CoordinatorMessage HeartbeatAck();
 // The stream stands for another machine or spare now.
 trl::launch::v1::CoordinatorMessage RoleChange(const Handover& handover);

@@ -84,8 +84,14 @@ void CoordinatorCore::OnMessage(AgentLink* link,
     }
     case pb::AgentMessage::kWorkerExited: {
       const auto& exited = message.worker_exited();
+      const bool was_stopping = machine_.phase() == JobPhase::kStopping;
       Execute(machine_.WorkerExited(m, exited.generation(), exited.local_rank(),
                                     FromProto(exited), now));
+      // The generation has ended: where its ranks stood (before the next
+      // one's ranks take their place).
+      if (was_stopping && machine_.phase() != JobPhase::kStopping) {
+        journal_.TellWhereRanksStood();
+      }
       // The generation may be over: a restart without backoff starts now.
       // (Only then: a walk over every agent per worker exit is quadratic.)
       if (machine_.phase() == JobPhase::kRestarting) {
@@ -104,8 +110,10 @@ void CoordinatorCore::OnMessage(AgentLink* link,
       break;
     }
     case pb::AgentMessage::kHealth: {
-      const std::string problem =
-          Bounded(message.health().problem(), kReasonBytes);
+      const std::string problem = OneLine(message.health().problem());
+      // Only a change is told and acted on: a report said again costs one
+      // comparison.
+      if (!machine_.HealthReported(m, problem)) break;
       const auto spare = machine_.spares().find(m);
       const auto node = machine_.nodes().find(m);
       journal_.TellHealth(
@@ -114,7 +122,6 @@ void CoordinatorCore::OnMessage(AgentLink* link,
           : node != machine_.nodes().end() ? node->second.info.hostname
                                            : std::string("?"),
           problem);
-      machine_.HealthReported(m, problem);
       Execute(machine_.Tick(now));  // a spare may take its place now
       break;
     }
@@ -188,8 +195,9 @@ void CoordinatorCore::Execute(const Decision& decision) {
   }
   if (decision.stop_generation) {
     journal_.TellStopping(*decision.stop_generation);
-    agents_.SendTo({}, StopOrder(machine_.generation(),
-                                 *decision.stop_generation, stop_signal_));
+    agents_.SendTo({},
+                   StopOrder(machine_.generation(), *decision.stop_generation,
+                             stop_signal_, decision.capture_stacks));
   }
   if (decision.finished) {
     journal_.TellFinished(*decision.finished);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
+#include "common/where_ranks_stand.h"
 #include "coordinator/job/elastic_membership.h"
 
 namespace trl {
@@ -169,6 +170,19 @@ void DecisionJournal::TellUncordoned(const std::string& host) {
 void DecisionJournal::TellStopping(const std::string& reason) {
   Log()->warn("stopping generation {}: {}", machine_.generation(), reason);
   Note("stopping", -1, reason);
+}
+
+void DecisionJournal::TellWhereRanksStood() {
+  std::vector<std::pair<int, std::string>> where;
+  for (const RankRecord& rank : machine_.ranks()) {
+    if (!rank.exit.where.empty())
+      where.emplace_back(rank.rank, rank.exit.where);
+  }
+  if (where.empty()) return;
+  const std::string grouped = WhereRanksStand(where);
+  Log()->warn("generation {}: where its ranks stood when it was stopped: {}",
+              machine_.generation(), grouped);
+  Note("stood", -1, grouped);
 }
 
 void DecisionJournal::TellFinished(const JobOutcome& outcome) {

@@ -66,6 +66,10 @@ class DecisionJournal {
   // pass again), at its registration or later.
   void TellHealth(int key, const std::string& host, const std::string& problem);
   void TellStopping(const std::string& reason);
+  // The generation that just ended: where its ranks stood, grouped (the
+  // odd one out named), from what the agents captured before the stop;
+  // nothing if none was captured.
+  void TellWhereRanksStood();
   void TellFinished(const JobOutcome& outcome);
   // `start` began, meeting at `master_port`; the job may restart
   // `max_restarts` times in all.

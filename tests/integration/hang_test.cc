@@ -135,6 +135,36 @@ TEST_F(HangTest, AWorkerThatPrintsOrComputesIsNotHung) {
   RememberPids(coord->Stdout());
 }
 
+TEST_F(HangTest, AFailureStopsEveryMachineOnlyOnceWhereItsRanksStoodIsKept) {
+  // Two machines of two: rank 3 fails, ranks 0 to 2 sleep. Before any of
+  // them gets a signal, each agent keeps where its ranks stood; the
+  // coordinator says it for the job, grouped.
+  const std::vector<std::string> command = {
+      "/bin/sh", "-c",
+      "echo gen $TRL_GENERATION rank $RANK pid $$; if [ $RANK = 3 ]; then "
+      "sleep 0.5; exit 1; fi; exec sleep 60"};
+  const std::string log_dir = LogDir();
+  auto coord = StartCoordinator(2, 4, command,
+                                {"--max_restarts", "0", "--log_dir", log_dir});
+  auto agent = StartAgent(2, 4, 1, {"--log_dir", log_dir});
+  EXPECT_EQ(coord->Wait(seconds(30)), 1) << coord->Output();
+  EXPECT_EQ(agent->Wait(seconds(10)), 1) << agent->Output();
+  const std::string err = coord->Stderr();
+  EXPECT_NE(err.find("[coord] generation 0: where its ranks stood when it was "
+                     "stopped: ranks 0, 1, 2 state S (sleeping) in the kernel "
+                     "at hrtimer_nanosleep"),
+            std::string::npos)
+      << err;
+  for (int rank : {0, 1, 2}) {
+    EXPECT_NE(Stacks(rank).find("(captured when generation 0 was stopped for "
+                                "a failure)"),
+              std::string::npos)
+        << "rank " << rank << ": " << Stacks(rank);
+  }
+  RememberPids(coord->Stdout());
+  RememberPids(agent->Stdout());
+}
+
 // The agent may run as root and its workers as another user, with a
 // virtual environment of theirs: a py-spy that user could replace is not
 // run.

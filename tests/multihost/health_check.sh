@@ -5,9 +5,10 @@
 #   --health_check 'test ! -e SICK || { echo GPU 3 is missing; exit 1; }'
 # with SICK present: node02 is cordoned at its registration, the spare takes
 # machine 1, and generation 0 runs its 6 ranks without node02. `ps` and
-# `ps --json` name node02 and the failed check. node03's check hangs once
-# (`sleep 600` while a file exists), bounded by --health_check_timeout 1:
-# it is unhealthy for that check and healthy again after. When SICK is
+# `ps --json` name node02 and the failed check. Once generation 0 runs,
+# node03's check hangs once (`sleep 600` while a file exists), bounded by
+# --health_check_timeout 1: node03 is cordoned for that check (the running
+# generation goes on) and healthy again after. When SICK is
 # removed, node02's next check passes and its cordon ends by itself. Then
 # the workers are released: the job succeeds, nothing is left on any host.
 #
@@ -25,7 +26,7 @@ trap cleanup EXIT
 trap 'exit 143' TERM; trap 'exit 130' INT; trap 'exit 129' HUP
 testhosts_create "trlhc$(( $$ % 10000 ))x" 4
 bad=${TESTHOST_NAME[2]}
-touch "$work/sick" "$work/hang_once"
+touch "$work/sick"
 
 cat >"$work/worker.sh" <<'WORKER'
 #!/bin/sh
@@ -78,14 +79,24 @@ ps_text | grep -q "^ *cordoned: $bad (health check failed: --health_check exited
 health_json=$(ps_json | /usr/bin/python3 -c "import json,sys; print(' '.join(c.get('hostname','?') + '=' + c.get('health','') for c in json.load(sys.stdin).get('cordoned', [])))" 2>/dev/null)
 echo "$health_json" | grep -q "^$bad=--health_check exited 1: GPU 3 is missing" ||
   { echo "FAIL: ps --json's cordoned list is '$health_json'"; fail=1; }
-# node03's hanging check was killed at its bound, and it is healthy again.
+# node03's check hangs once while the generation runs: killed at its
+# bound, and it is healthy again.
+touch "$work/hang_once"
 hang_told() { grep -q "did not finish within 1 s (killed)" "$work/m2.err"; }
 wait_for 15 hang_told || { echo "FAIL: node03's hanging check was not bounded"; cat "$work/m2.err"; fail=1; }
 node03_back() { grep -q "host ${TESTHOST_NAME[3]}) passes its health checks again" "$work/coord.err"; }
 wait_for 10 node03_back || { echo "FAIL: node03 never passed again"; fail=1; }
+grep -q "host ${TESTHOST_NAME[3]} is cordoned (health check failed: --health_check did not finish within 1 s (killed))" "$work/coord.err" ||
+  { echo "FAIL: node03's hanging check did not cordon it"; fail=1; }
+[ "$(outputs | grep -c '^start gen 1 ')" = 0 ] ||
+  { echo "FAIL: the running generation was stopped for node03's check"; fail=1; }
 # node02 is mended: its cordon ends by itself.
 rm -f "$work/sick"
-cordon_gone() { ! ps_text | grep -q "^ *cordoned:"; }
+cordon_gone() {
+  local text
+  text=$(testhosts_exec 1 "$build/coordinator/trl-coord" ps --address "$coord_addr" 2>&1) || return 1
+  ! echo "$text" | grep -q "^ *cordoned:"
+}
 wait_for 10 cordon_gone || { echo "FAIL: $bad is still cordoned once its check passes"; ps_text; fail=1; }
 grep -q "host $bad passes its health checks again" "$work/coord.err" ||
   { echo "FAIL: the coordinator did not say $bad is healthy again"; fail=1; }

@@ -172,6 +172,70 @@ TEST_F(NodeHealthTest, AHostIsHealthyAgainOnlyOnceEveryAgentOfItIs) {
   EXPECT_EQ(job.cordoned().count("b"), 0u);
 }
 
+TEST_F(NodeHealthTest, AnElasticJobNeverFallsBackOnAnUnhealthyMachine) {
+  // MIN 2: a is healthy, b cordoned for its failures, c unhealthy. Without
+  // any cordoned host the job is short of MIN, so it may fall back on b,
+  // never on c.
+  JobSettings settings = Settings(/*min_machines=*/2);
+  settings.cordon_after = 1;
+  JobStateMachine job(settings, now_);
+  Admit(job, Agent(0, "a"));
+  Admit(job, Agent(1, "b"));
+  Admit(job, Agent(2, "c", "disk: /logs has 0 MiB free"));
+  ASSERT_TRUE(job.Tick(now_).start_generation);
+  const GenerationStart first = job.StartGeneration(now_);
+  EXPECT_EQ(Hosts(job, first), (std::vector<std::string>{"a", "b"}));
+  for (const auto& node : first.nodes) {
+    for (int local = 0; local < node.local_world_size; ++local) {
+      job.WorkerStarted(node.machine_rank, first.generation, local, 1 + local,
+                        now_);
+    }
+  }
+  WorkerExit crashed;
+  crashed.exit_code = 1;
+  job.WorkerExited(1, first.generation, 0, crashed, now_);  // b is cordoned
+  ASSERT_TRUE(job.cordoned().at("b").ForFailures());
+  WorkerExit stopped;
+  stopped.signal = 15;
+  for (const auto& rank : job.ranks()) {
+    if (rank.state == RankState::kRunning) {
+      job.WorkerExited(rank.machine_rank, first.generation, rank.local_rank,
+                       stopped, now_);
+    }
+  }
+  now_ += seconds(1);
+  ASSERT_TRUE(job.Tick(now_).start_generation);
+  EXPECT_EQ(Hosts(job, job.StartGeneration(now_)),
+            (std::vector<std::string>{"a", "b"}));
+}
+
+TEST_F(NodeHealthTest, TheLastUnhealthyAgentOfAHostLeavingLeavesItToTheRest) {
+  JobStateMachine job(Settings(), now_);
+  Admit(job, Agent(0, "a"));
+  Admit(job, Agent(1, "b"));
+  const int spare = Admit(job, Spare("b", "GPU 1 has fallen off the bus"));
+  ASSERT_TRUE(job.cordoned().count("b"));
+  // The sick spare goes; machine 1, healthy, stays on b: b is healthy.
+  job.AgentDisconnected(spare, now_);
+  EXPECT_EQ(job.cordoned().count("b"), 0u);
+  // An unhealthy machine whose agent is lost with no other agent there:
+  // the host stays cordoned until an agent of it says otherwise.
+  Admit(job, Agent(2, "c", "disk full"));
+  job.AgentDisconnected(2, now_);
+  EXPECT_EQ(job.cordoned().count("c"), 1u);
+  Admit(job, Agent(2, "c"));
+  EXPECT_EQ(job.cordoned().count("c"), 0u);
+}
+
+TEST_F(NodeHealthTest, AReportSaidAgainChangesNothing) {
+  JobStateMachine job(Settings(), now_);
+  Admit(job, Agent(0, "a"));
+  EXPECT_FALSE(job.HealthReported(0, ""));
+  EXPECT_TRUE(job.HealthReported(0, "disk full"));
+  EXPECT_FALSE(job.HealthReported(0, "disk full"));
+  EXPECT_TRUE(job.HealthReported(0, ""));
+}
+
 TEST_F(NodeHealthTest, AHostCordonedForFailuresStaysSoWhenItsHealthPasses) {
   CordonList cordons(/*after=*/1, seconds(600));
   ASSERT_TRUE(cordons.NoteFailure("b", "rank 2 exited 1", now_));
@@ -184,6 +248,13 @@ TEST_F(NodeHealthTest, AHostCordonedForFailuresStaysSoWhenItsHealthPasses) {
   ASSERT_TRUE(cordons.Cordoned("b"));
   EXPECT_FALSE(cordons.AnyUnhealthy());
   EXPECT_TRUE(cordons.Uncordon("b").ok());
+  // Failures on a host cordoned for its health: both, counted once.
+  EXPECT_TRUE(cordons.SetHealth("d", "disk full"));
+  EXPECT_TRUE(cordons.NoteFailure("d", "rank 0 exited 1", now_));
+  EXPECT_TRUE(cordons.AnyUnhealthy());
+  EXPECT_FALSE(cordons.SetHealth("d", ""));
+  EXPECT_FALSE(cordons.AnyUnhealthy());
+  EXPECT_TRUE(cordons.Cordoned("d"));
   // A health cordon cleared by the operator counts as healthy.
   EXPECT_TRUE(cordons.SetHealth("c", "x"));
   EXPECT_TRUE(cordons.Uncordon("c").ok());

@@ -1,0 +1,22 @@
+// The ranks of a job grouped by where they stood when they were stopped
+// (agent/core/stack_summary.h says where one stands): shared by the agent,
+// which says it for its machine, and the coordinator, for the job. Pure.
+#ifndef TRL_COMMON_WHERE_RANKS_STAND_H_
+#define TRL_COMMON_WHERE_RANKS_STAND_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trl {
+
+// The ranks grouped by where they stand, the largest group first: "ranks
+// 0, 2, 3 in all_reduce (...), from train.py:88; rank 1 in <module>
+// (train.py:41), the odd one out". A rank alone where two or more others
+// stand together is the odd one out.
+std::string WhereRanksStand(
+    const std::vector<std::pair<int, std::string>>& rank_and_where);
+
+}  // namespace trl
+
+#endif  // TRL_COMMON_WHERE_RANKS_STAND_H_
