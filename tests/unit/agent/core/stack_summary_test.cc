@@ -1,9 +1,10 @@
 // One line of where a worker stands, from a real py-spy dump's shape and
 // from /proc's state and wait channel.
 #include "agent/core/stack_summary.h"
-#include "common/where_ranks_stand.h"
 
 #include <gtest/gtest.h>
+
+#include "common/where_ranks_stand.h"
 
 namespace trl {
 namespace {
