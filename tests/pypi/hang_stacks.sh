@@ -30,6 +30,10 @@ grep -q "hung: its processes used less than 1% of a core" "$work/coord.out" ||
   fail "the hang was not reported with its detector"
 grep -q "where its ranks stand: rank[s]* .*in <module> (hang_job.py:11)" \
   "$work/coord.out" || fail "the agent did not say where the ranks stood"
+stood=$(grep "\[coord\] generation 0: where its ranks stood when it was stopped: " "$work/coord.out")
+echo "$stood" | grep -q "rank 0 in all_reduce (torch/distributed/.*), from hang_job.py:13" &&
+  echo "$stood" | grep -q "rank 1 in <module> (hang_job.py:11)" ||
+  fail "the coordinator did not say where the job's ranks stood: $stood"
 gen0=$(echo "$work"/logs/*/gen0)
 head -1 "$gen0/rank1.stacks.txt" | grep -qx "rank 1: in <module> (hang_job.py:11)" ||
   fail "rank 1's stacks do not say it slept at hang_job.py:11: $(head -1 "$gen0/rank1.stacks.txt")"
