@@ -12,6 +12,7 @@
 #include <string>
 
 #include "coordinator/job/records.h"
+#include "coordinator/job/state_machine.h"
 
 namespace trl {
 
@@ -37,6 +38,20 @@ inline JobSettings TestJobSettings(int num_machines) {
   settings.rejoin_timeout = std::chrono::seconds(60);
   settings.stop_grace = std::chrono::seconds(5);
   return settings;
+}
+
+// Starts the generation `job` is ready for, with every worker running
+// (machine m's local rank l has pid 100 m + l).
+inline GenerationStart StartWithEveryWorker(JobStateMachine& job,
+                                            TimePoint now) {
+  GenerationStart start = job.StartGeneration(now);
+  for (const auto& node : start.nodes) {
+    for (int local = 0; local < node.local_world_size; ++local) {
+      job.WorkerStarted(node.machine_rank, start.generation, local,
+                        100 * node.machine_rank + local, now);
+    }
+  }
+  return start;
 }
 
 }  // namespace trl

@@ -29,13 +29,9 @@ class NodeHealthTest : public testing::Test {
 
   static AgentInfo Agent(int m, const std::string& host,
                          const std::string& health_problem = "") {
-    AgentInfo info;
-    info.machine_rank = m;
+    AgentInfo info = TestAgent(m);
     info.hostname = host;
     info.host_id = "boot-" + host + "/pidns:4026531836";
-    info.advertise_addr = "10.0.0." + host;
-    info.local_world_size = 2;
-    info.lease = seconds(4);
     info.health_problem = health_problem;
     return info;
   }
@@ -50,6 +46,29 @@ class NodeHealthTest : public testing::Test {
     absl::StatusOr<int> key = job.Admit(agent, now_);
     EXPECT_TRUE(key.ok()) << key.status();
     return key.ok() ? *key : -1000;
+  }
+
+  // Starts the generation Tick asks for, with every worker running.
+  GenerationStart StartRunning(JobStateMachine& job) {
+    EXPECT_TRUE(job.Tick(now_).start_generation);
+    return StartWithEveryWorker(job, now_);
+  }
+
+  // Machine `m`'s first worker exits 1; the others exit as a stop makes
+  // them; a second passes.
+  void FailAndStop(JobStateMachine& job, int64_t generation, int m) {
+    WorkerExit crashed;
+    crashed.exit_code = 1;
+    job.WorkerExited(m, generation, 0, crashed, now_);
+    WorkerExit stopped;
+    stopped.signal = 15;
+    for (const auto& rank : job.ranks()) {
+      if (rank.state == RankState::kRunning) {
+        job.WorkerExited(rank.machine_rank, generation, rank.local_rank,
+                         stopped, now_);
+      }
+    }
+    now_ += seconds(1);
   }
 
   // The hosts the generation's machines run on, in machine order.
@@ -128,14 +147,7 @@ TEST_F(NodeHealthTest, ARunningGenerationGoesOnAndTheNextRunsWithoutTheHost) {
   Admit(job, Agent(0, "a"));
   Admit(job, Agent(1, "b"));
   Admit(job, Agent(2, "c"));
-  ASSERT_TRUE(job.Tick(now_).start_generation);
-  const GenerationStart first = job.StartGeneration(now_);
-  for (const auto& node : first.nodes) {
-    for (int local = 0; local < node.local_world_size; ++local) {
-      job.WorkerStarted(node.machine_rank, first.generation, local,
-                        100 * node.machine_rank + local, now_);
-    }
-  }
+  const GenerationStart first = StartRunning(job);
   job.HealthReported(1, "disk: /scratch has 0 MiB free");
   // Nothing is stopped for it: the ranks there may be fine.
   const Decision tick = job.Tick(now_);
@@ -144,18 +156,7 @@ TEST_F(NodeHealthTest, ARunningGenerationGoesOnAndTheNextRunsWithoutTheHost) {
   // A spare comes; the generation fails on its own; the spare takes the
   // unhealthy machine's place in the next one.
   Admit(job, Spare("s"));
-  WorkerExit crashed;
-  crashed.exit_code = 1;
-  job.WorkerExited(1, first.generation, 0, crashed, now_);
-  WorkerExit stopped;
-  stopped.signal = 15;
-  for (const auto& rank : job.ranks()) {
-    if (rank.state == RankState::kRunning) {
-      job.WorkerExited(rank.machine_rank, first.generation, rank.local_rank,
-                       stopped, now_);
-    }
-  }
-  now_ += seconds(1);
+  FailAndStop(job, first.generation, 1);
   ASSERT_TRUE(job.Tick(now_).start_generation);
   EXPECT_EQ(Hosts(job, job.StartGeneration(now_)),
             (std::vector<std::string>{"a", "s", "c"}));
@@ -182,28 +183,10 @@ TEST_F(NodeHealthTest, AnElasticJobNeverFallsBackOnAnUnhealthyMachine) {
   Admit(job, Agent(0, "a"));
   Admit(job, Agent(1, "b"));
   Admit(job, Agent(2, "c", "disk: /logs has 0 MiB free"));
-  ASSERT_TRUE(job.Tick(now_).start_generation);
-  const GenerationStart first = job.StartGeneration(now_);
+  const GenerationStart first = StartRunning(job);
   EXPECT_EQ(Hosts(job, first), (std::vector<std::string>{"a", "b"}));
-  for (const auto& node : first.nodes) {
-    for (int local = 0; local < node.local_world_size; ++local) {
-      job.WorkerStarted(node.machine_rank, first.generation, local, 1 + local,
-                        now_);
-    }
-  }
-  WorkerExit crashed;
-  crashed.exit_code = 1;
-  job.WorkerExited(1, first.generation, 0, crashed, now_);  // b is cordoned
+  FailAndStop(job, first.generation, 1);
   ASSERT_TRUE(job.cordoned().at("b").ForFailures());
-  WorkerExit stopped;
-  stopped.signal = 15;
-  for (const auto& rank : job.ranks()) {
-    if (rank.state == RankState::kRunning) {
-      job.WorkerExited(rank.machine_rank, first.generation, rank.local_rank,
-                       stopped, now_);
-    }
-  }
-  now_ += seconds(1);
   ASSERT_TRUE(job.Tick(now_).start_generation);
   EXPECT_EQ(Hosts(job, job.StartGeneration(now_)),
             (std::vector<std::string>{"a", "b"}));

@@ -66,14 +66,7 @@ class SparesTest : public testing::Test {
   // Starts the generation Tick asks for, with every worker running.
   GenerationStart Start(JobStateMachine& job) {
     EXPECT_TRUE(job.Tick(now_).start_generation);
-    GenerationStart start = job.StartGeneration(now_);
-    for (const auto& node : start.nodes) {
-      for (int local = 0; local < node.local_world_size; ++local) {
-        job.WorkerStarted(node.machine_rank, start.generation, local,
-                          100 * node.machine_rank + local, now_);
-      }
-    }
-    return start;
+    return StartWithEveryWorker(job, now_);
   }
 
   // Every rank of the generation exits as a stop makes it.
