@@ -11,9 +11,11 @@
 namespace trl {
 
 // The ranks grouped by where they stand, the largest group first: "ranks
-// 0, 2, 3 in all_reduce (...), from train.py:88; rank 1 in <module>
-// (train.py:41), the odd one out". A rank alone where two or more others
-// stand together is the odd one out.
+// 0, 2-5 in all_reduce (...), from train.py:88; rank 1 in <module>
+// (train.py:41), the odd one out" (runs of three or more ranks as ranges).
+// A rank alone where two or more others stand together is the odd one
+// out. At most 8 places and about 4 KiB: the rest is counted ("and 12
+// ranks in 5 other places").
 std::string WhereRanksStand(
     const std::vector<std::pair<int, std::string>>& rank_and_where);
 

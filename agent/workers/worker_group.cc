@@ -120,8 +120,9 @@ void WorkerGroup::WatchForHangs() {
     // predicate is read before any wait: a stop or the group's end that
     // came while /proc was read is not slept through (the group's end
     // once waited the whole period, 5 s by default).
-    if (changed_.wait_for(lock, period,
-                          [this] { return shutting_down_ || stopping_; })) {
+    if (changed_.wait_for(lock, period, [this] {
+          return shutting_down_ || stopping_ || stop_ordered_;
+        })) {
       return;
     }
     // What to read, under the lock; /proc and the files are read without
@@ -175,16 +176,18 @@ void WorkerGroup::WatchForHangs() {
   }
 }
 
-std::vector<WorkerGroup::Captured> WorkerGroup::CaptureAlive() {
+std::vector<WorkerGroup::Captured> WorkerGroup::CaptureAndKeep(
+    const std::string& why) {
   std::vector<Worker*> alive;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ || shutting_down_) return {};
+    if (stopping_ || shutting_down_ || capturing_) return {};
     for (auto& worker : workers_) {
-      if (worker->process && !worker->exited && worker->stood_at.empty()) {
+      if (worker->process && !worker->exited && !worker->captured) {
         alive.push_back(worker.get());
       }
     }
+    capturing_ = true;
   }
   // The workers side by side, within one bound: what waits for the capture
   // waits for the slowest, never for more than capture_limit.
@@ -203,6 +206,9 @@ std::vector<WorkerGroup::Captured> WorkerGroup::CaptureAlive() {
     });
   }
   for (auto& capturer : capturers) capturer.join();
+  KeepStacks(captured, why);
+  std::lock_guard<std::mutex> lock(mutex_);
+  capturing_ = false;
   return captured;
 }
 
@@ -233,17 +239,21 @@ void WorkerGroup::KeepStacks(const std::vector<Captured>& captured,
     close(fd);
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const Captured& c : captured) c.worker->stood_at = c.stacks.where;
+  for (const Captured& c : captured) {
+    c.worker->stood_at = c.stacks.where;
+    c.worker->captured = true;
+  }
 }
 
 void WorkerGroup::EndHang(const Hang& hang) {
   // Every worker of the group, before any is killed: the hung one and
   // where the others stand (waiting for it in a collective, say).
-  const std::vector<Captured> captured = CaptureAlive();
+  const std::vector<Captured> captured = CaptureAndKeep(hang.reason);
   if (captured.empty()) return;
-  KeepStacks(captured, hang.reason);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (stopping_ || shutting_down_) return;
+  // A stop ordered meanwhile (a failure elsewhere) signals them itself,
+  // with its grace.
+  if (stopping_ || shutting_down_ || stop_ordered_) return;
   for (const Captured& c : captured) {
     const bool hung =
         std::find(hang.local_ranks.begin(), hang.local_ranks.end(),
@@ -288,6 +298,7 @@ void WorkerGroup::Stop(const StopSignal& signal,
     std::lock_guard<std::mutex> lock(mutex_);
     if (!stop_ordered_) {
       stop_ordered_ = true;
+      changed_.notify_all();  // the hang watch ends: the stop decides now
       // Those that exited before this first stop order (reaped or not yet)
       // ended on their own.
       for (auto& worker : workers_) {
@@ -300,9 +311,8 @@ void WorkerGroup::Stop(const StopSignal& signal,
       if (capture_first && !stopping_ && !shutting_down_ &&
           signal.number != SIGKILL && !signal.workers_have_it) {
         capture_thread_ = std::thread([this, signal, grace] {
-          KeepStacks(CaptureAlive(),
-                     absl::StrCat("generation ", generation_,
-                                  " was stopped for a failure"));
+          CaptureAndKeep(absl::StrCat("generation ", generation_,
+                                      " was stopped for a failure"));
           SignalAll(signal, grace);
         });
         return;

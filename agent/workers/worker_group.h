@@ -132,6 +132,7 @@ class WorkerGroup {
     std::atomic<uint64_t> output_bytes{0};  // counted by its WorkerOutput
     std::string hang_reason;         // set by WatchForHangs before it kills
     std::string stood_at;            // where it stood when captured
+    bool captured = false;           // (stood_at may be empty: running)
     bool ended_before_stop = false;  // exited before the first Stop
   };
   struct Captured {
@@ -146,10 +147,11 @@ class WorkerGroup {
   // files), then the hung ones killed with `hang`'s reason.
   void EndHang(const Hang& hang);
   // Every live worker not captured yet, side by side, within the capture
-  // limit; nothing once the group is stopping or shutting down.
-  std::vector<Captured> CaptureAlive();
-  // Writes each capture to its worker's stacks file (`why`: when it was
-  // taken), keeps where each stood, and says where the ranks stand.
+  // limit, then written to its stacks file (`why`: when it was taken),
+  // where each stood kept, and where the ranks stand said. One capture at
+  // a time (a hang found while a failure's stop captures is left to the
+  // stop); nothing once the group is stopping or shutting down.
+  std::vector<Captured> CaptureAndKeep(const std::string& why);
   void KeepStacks(const std::vector<Captured>& captured,
                   const std::string& why);
   // Stop's signals and grace, once any capture is done.
@@ -168,6 +170,7 @@ class WorkerGroup {
   bool stopping_ = false;
   // A stop was ordered (its signals may wait for a capture).
   bool stop_ordered_ = false;
+  bool capturing_ = false;                         // a CaptureAndKeep runs
   std::chrono::steady_clock::time_point kill_at_;  // once stopping_
   bool shutting_down_ = false;
   std::thread grace_thread_;

@@ -84,14 +84,8 @@ void CoordinatorCore::OnMessage(AgentLink* link,
     }
     case pb::AgentMessage::kWorkerExited: {
       const auto& exited = message.worker_exited();
-      const bool was_stopping = machine_.phase() == JobPhase::kStopping;
       Execute(machine_.WorkerExited(m, exited.generation(), exited.local_rank(),
                                     FromProto(exited), now));
-      // The generation has ended: where its ranks stood (before the next
-      // one's ranks take their place).
-      if (was_stopping && machine_.phase() != JobPhase::kStopping) {
-        journal_.TellWhereRanksStood();
-      }
       // The generation may be over: a restart without backoff starts now.
       // (Only then: a walk over every agent per worker exit is quadratic.)
       if (machine_.phase() == JobPhase::kRestarting) {
@@ -198,6 +192,15 @@ void CoordinatorCore::Execute(const Decision& decision) {
     agents_.SendTo({},
                    StopOrder(machine_.generation(), *decision.stop_generation,
                              stop_signal_, decision.capture_stacks));
+  }
+  // A generation that has ended, however (its last exit, a lost machine, a
+  // rejoining agent's report): where its ranks stood, before the job's end
+  // is told and before the next generation's ranks take their place.
+  const JobPhase phase = machine_.phase();
+  if (machine_.generation() > stood_told_ && phase != JobPhase::kRunning &&
+      phase != JobPhase::kStopping) {
+    stood_told_ = machine_.generation();
+    journal_.TellWhereRanksStood();
   }
   if (decision.finished) {
     journal_.TellFinished(*decision.finished);

@@ -174,6 +174,8 @@ class CoordinatorCore {
   std::function<DefenceCounts()> defence_counts_;
   std::function<void(int, AgentLink*)> on_registered_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
+  // The last generation whose ranks' places were told once it ended.
+  int64_t stood_told_ = -1;
   // What decisions say to the operator, and the job's history.
   DecisionJournal journal_;
   // The job's record for a restarted coordinator; its writes are

@@ -151,7 +151,7 @@ TEST_F(HangTest, AFailureStopsEveryMachineOnlyOnceWhereItsRanksStoodIsKept) {
   EXPECT_EQ(agent->Wait(seconds(10)), 1) << agent->Output();
   const std::string err = coord->Stderr();
   EXPECT_NE(err.find("[coord] generation 0: where its ranks stood when it was "
-                     "stopped: ranks 0, 1, 2 state S (sleeping) in the kernel "
+                     "stopped: ranks 0-2 state S (sleeping) in the kernel "
                      "at hrtimer_nanosleep"),
             std::string::npos)
       << err;

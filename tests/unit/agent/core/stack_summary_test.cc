@@ -76,5 +76,36 @@ TEST(StackSummaryTest, RanksAreGroupedByWhereTheyStandAndTheOddOneNamed) {
   EXPECT_EQ(WhereRanksStand({}), "");
 }
 
+TEST(StackSummaryTest, ALargeJobIsSaidInRangesAndWithinBounds) {
+  // 16,384 ranks: all but two in one place, one apart, one odd.
+  std::vector<std::pair<int, std::string>> ranks;
+  for (int rank = 0; rank < 16384; ++rank) {
+    ranks.emplace_back(rank, rank == 5      ? "in time.sleep (train.py:41)"
+                             : rank == 9000 ? "state D (disk sleep)"
+                                            : "in all_reduce (train.py:88)");
+  }
+  EXPECT_EQ(WhereRanksStand(ranks),
+            "ranks 0-4, 6-8999, 9001-16383 in all_reduce (train.py:88); rank "
+            "5 in time.sleep (train.py:41), the odd one out; rank 9000 state "
+            "D (disk sleep), the odd one out");
+  // Every rank in a place of its own: 8 named, the rest counted.
+  std::vector<std::pair<int, std::string>> scattered;
+  for (int rank = 0; rank < 100; ++rank) {
+    scattered.emplace_back(rank,
+                           "in step (train.py:" + std::to_string(rank) + ")");
+  }
+  const std::string said = WhereRanksStand(scattered);
+  const std::string counted = "; and 92 ranks in 92 other places";
+  ASSERT_GT(said.size(), counted.size());
+  EXPECT_EQ(said.substr(said.size() - counted.size()), counted) << said;
+  // Every other rank in one place: a list past 4 KiB is cut.
+  std::vector<std::pair<int, std::string>> alternate;
+  for (int rank = 0; rank < 4000; ++rank) {
+    alternate.emplace_back(rank, rank % 2 ? "in a" : "in b");
+  }
+  EXPECT_LT(WhereRanksStand(alternate).size(), 2 * 4096u + 100);
+  EXPECT_NE(WhereRanksStand(alternate).find("... [cut]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trl
