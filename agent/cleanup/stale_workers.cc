@@ -1,6 +1,7 @@
 #include "agent/cleanup/stale_workers.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +25,17 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
   const std::string rank_entry =
       "TRL_MACHINE_RANK=" + std::to_string(machine_rank);
   const pid_t self = getpid();
+  // Only what started before this sweep is an earlier agent's: workers
+  // started since are those of whoever the coordinator gave the machine to
+  // after it accepted us (a spare, at once; on test hosts that share a pid
+  // namespace, or two agents of one host, they are visible here).
+  timespec boot = {};
+  clock_gettime(CLOCK_BOOTTIME, &boot);
+  const unsigned long long ticks_per_second = sysconf(_SC_CLK_TCK);
+  const unsigned long long sweep_began =
+      static_cast<unsigned long long>(boot.tv_sec) * ticks_per_second +
+      static_cast<unsigned long long>(boot.tv_nsec) * ticks_per_second /
+          1000000000ULL;
   StaleProcesses result;
   std::set<pid_t> killed;
   std::set<pid_t> groups;
@@ -35,6 +47,7 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
       if (pid == self || killed.count(pid)) continue;
       ProcessLinks info;
       if (!ReadProcessLinks(pid, &info) || info.parent == self) continue;
+      if (info.start_time >= sweep_began) continue;
       if (!EnvironmentHasBoth(pid, address_entry, rank_entry)) continue;
       found.push_back(pid);
       if (info.group > 1 && kill(-info.group, SIGKILL) == 0) {
