@@ -111,6 +111,29 @@ void AddDeepSpeedVariables(const AccelerateConfig& config, Environment& env) {
   }
 }
 
+// PyTorch's NCCL flight recorder, on and dumping under `stem`, for every
+// setting the user left alone. Each setting is a group of names (PyTorch
+// 2.6 renamed them and reads the new name first): a user's value under
+// any name of a group leaves the group as it is.
+void AddFlightRecorderVariables(const Environment& inherited,
+                                const std::string& stem, Environment& env) {
+  const std::vector<std::pair<std::vector<const char*>, std::string>> settings =
+      {
+          {{"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, "2000"},
+          {{"TORCH_NCCL_DUMP_ON_TIMEOUT"}, "1"},
+          {{"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"},
+           stem},
+          {{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE"}, stem},
+      };
+  for (const auto& [names, value] : settings) {
+    const bool users = std::any_of(
+        names.begin(), names.end(),
+        [&inherited](const char* name) { return inherited.count(name) > 0; });
+    if (users) continue;
+    for (const char* name : names) env[name] = value;
+  }
+}
+
 }  // namespace
 
 int LocalPhysicalCoreCount() {
@@ -239,6 +262,9 @@ Environment BuildWorkerEnvironment(const Environment& inherited,
     env["LOCAL_WORLD_SIZE"] = std::to_string(in.local_world_size);
     if (!in.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
     set_unless_inherited("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    if (!in.flight_recorder_stem.empty()) {
+      AddFlightRecorderVariables(inherited, in.flight_recorder_stem, env);
+    }
     // An elastic generation's job environment gives the machine's place
     // among its members; otherwise it is the machine rank.
     if (job_environment.count("GROUP_RANK") == 0) {

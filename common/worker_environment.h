@@ -50,6 +50,10 @@ struct RankEnvironmentInputs {
   std::string interface_name;
   std::string error_file;
   std::string heartbeat_file;
+  // Where PyTorch's NCCL flight recorder writes its dump and makes the pipe
+  // that asks for one (agent/workers/flight_recorder.h): STEM<rank> and
+  // STEM<rank>.pipe. Empty: left to the user.
+  std::string flight_recorder_stem;
   std::string working_directory;
   // Physical cores of this machine, for CPU jobs' OMP_NUM_THREADS; 0: read
   // them from this machine (LocalPhysicalCoreCount).
@@ -73,9 +77,13 @@ inline constexpr char kOmpShareOfPhysicalCores[] =
 // TORCH_NCCL_ASYNC_ERROR_HANDLING, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) are
 // set only when `inherited` lacks them (OMP_NUM_THREADS from the job, i.e.
 // --num_cpu_threads_per_process, wins over the inherited one, as in
-// Accelerate). A job environment without WORLD_SIZE is a plain process
-// (Accelerate's DistributedType.NO): no torchrun rank variables.
-// TRL_AUTH_TOKEN, the cluster's token, is never passed on.
+// Accelerate). So are PyTorch's NCCL flight recorder's (a trace buffer of
+// 2000 collectives, a dump on a watchdog timeout, the dump file and the
+// pipe that asks for one under `flight_recorder_stem`), each setting under
+// both the names PyTorch 2.6+ reads and the older ones, and never one name
+// of a pair the user set the other of. A job environment without WORLD_SIZE is
+// a plain process (Accelerate's DistributedType.NO): no torchrun rank
+// variables. TRL_AUTH_TOKEN, the cluster's token, is never passed on.
 Environment BuildWorkerEnvironment(const Environment& inherited,
                                    const Environment& job_environment,
                                    const RankEnvironmentInputs& inputs);

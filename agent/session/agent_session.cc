@@ -582,6 +582,7 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
           worker_dir / absl::StrCat("rank", rank, ".error.json");
       inputs.heartbeat_file =
           worker_dir / absl::StrCat("rank", rank, ".heartbeat");
+      inputs.flight_recorder_stem = worker_dir / "nccl_flight_recorder.rank";
     }
     inputs.working_directory = options_.working_directory;
     WorkerLaunch launch;
@@ -594,6 +595,8 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     launch.spec.working_directory = options_.working_directory;
     launch.spec.user = options_.worker_user;
     launch.heartbeat_path = inputs.heartbeat_file;
+    launch.flight_recorder =
+        FlightRecorderPathsOf(launch.spec.environment, rank);
     if (!options_.log_dir.empty()) {
       launch.log_path = run_dir / absl::StrCat("rank", rank, ".log");
       launch.stacks_path = run_dir / absl::StrCat("rank", rank, ".stacks.txt");

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/core/stack_summary.h"
 #include "agent/procfs/process_facts.h"
+#include "agent/workers/flight_recorder.h"
 #include "agent/workers/stack_capture.h"
 #include "agent/workers/worker_output.h"
 #include "common/logging.h"
@@ -82,6 +83,7 @@ void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
     worker->rank = launch.rank;
     worker->heartbeat_path = launch.heartbeat_path;
     worker->stacks_path = launch.stacks_path;
+    worker->flight_recorder = launch.flight_recorder;
     started.push_back({launch.local_rank, worker->process->pid()});
     to_watch.push_back({worker.get(), launch.rank, launch.log_path});
     {
@@ -180,8 +182,18 @@ std::vector<WorkerGroup::Captured> WorkerGroup::CaptureAndKeep(
     const std::string& why) {
   std::vector<Worker*> alive;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ || shutting_down_ || capturing_) return {};
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stopping_ || shutting_down_) return {};
+    if (capturing_) {
+      // One capture at a time. The one under way (a hang's, when a
+      // failure's stop arrives) reads every live worker: what waits for
+      // this one, the stop's signals, waits for it to end, or its stacks
+      // would be read after the signals moved the workers.
+      changed_.wait_until(
+          lock, std::chrono::steady_clock::now() + hangs_.capture_limit,
+          [this] { return !capturing_ || stopping_ || shutting_down_; });
+      return {};
+    }
     for (auto& worker : workers_) {
       if (worker->process && !worker->exited && !worker->captured) {
         alive.push_back(worker.get());
@@ -196,6 +208,16 @@ std::vector<WorkerGroup::Captured> WorkerGroup::CaptureAndKeep(
     std::lock_guard<std::mutex> lock(mutex_);
     return stopping_ || shutting_down_;
   };
+  // The flight recorders first: their dumps are written by the workers'
+  // own watchdogs while the stacks are read.
+  // A watchdog writes within its poll of the pipe (about a second); five
+  // is ample, and a dead one costs no more.
+  const auto dumps_deadline = std::min(
+      deadline, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  std::vector<FlightRecorderRequest> dumps(alive.size());
+  for (size_t i = 0; i < alive.size(); ++i) {
+    dumps[i] = AskForFlightRecorderDump(alive[i]->flight_recorder);
+  }
   std::vector<Captured> captured(alive.size());
   std::vector<std::thread> capturers;
   for (size_t i = 0; i < alive.size(); ++i) {
@@ -206,9 +228,19 @@ std::vector<WorkerGroup::Captured> WorkerGroup::CaptureAndKeep(
     });
   }
   for (auto& capturer : capturers) capturer.join();
+  for (size_t i = 0; i < alive.size(); ++i) {
+    if (alive[i]->flight_recorder.empty()) continue;
+    absl::StrAppend(&captured[i].stacks.text, "\n",
+                    AwaitFlightRecorderDump(alive[i]->flight_recorder, dumps[i],
+                                            dumps_deadline, abandoned),
+                    "\n");
+  }
   KeepStacks(captured, why);
-  std::lock_guard<std::mutex> lock(mutex_);
-  capturing_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capturing_ = false;
+  }
+  changed_.notify_all();
   return captured;
 }
 
@@ -281,7 +313,15 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
   output.Finish(500);
   outcome.last_lines = output.LastLines();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    // A capture under way may have read this worker before it ended:
+    // where it stood is kept when the capture ends (within its bound),
+    // and the exit carries it. (A peer's kill elsewhere can end a worker
+    // blocked in a collective while this machine's capture runs.)
+    changed_.wait_until(lock,
+                        std::chrono::steady_clock::now() +
+                            hangs_.capture_limit + std::chrono::seconds(1),
+                        [this] { return !capturing_; });
     worker->exited = true;
     outcome.reason = worker->hang_reason;
     outcome.where = worker->stood_at;

@@ -26,6 +26,7 @@
 
 #include "agent/console/console.h"
 #include "agent/core/hang_watch.h"
+#include "agent/workers/flight_recorder.h"
 #include "agent/workers/stack_capture.h"
 #include "agent/workers/worker_cgroup.h"
 #include "agent/workers/worker_process.h"
@@ -42,6 +43,9 @@ struct WorkerLaunch {
   std::string heartbeat_path;
   // Where what it was doing is written if it hangs (empty: nowhere).
   std::string stacks_path;
+  // Its NCCL flight recorder's pipe and dump, asked for before a capture
+  // (empty: none).
+  FlightRecorderPaths flight_recorder;
 };
 
 // How the group looks for hung workers, and what it captures of them
@@ -129,6 +133,7 @@ class WorkerGroup {
     bool exited = false;
     std::string heartbeat_path;
     std::string stacks_path;
+    FlightRecorderPaths flight_recorder;
     std::atomic<uint64_t> output_bytes{0};  // counted by its WorkerOutput
     std::string hang_reason;         // set by WatchForHangs before it kills
     std::string stood_at;            // where it stood when captured

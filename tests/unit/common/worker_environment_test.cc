@@ -263,6 +263,53 @@ TEST(JobEnvironmentTest, DynamoSettingsFromTheFile) {
                   {"ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "True"}});
 }
 
+TEST(WorkerEnvironmentTest, TheFlightRecorderDumpsInTheRunDirectory) {
+  RankEnvironmentInputs inputs;
+  inputs.flight_recorder_stem = "/logs/job/gen2/nccl_flight_recorder.rank";
+  const Environment env =
+      BuildWorkerEnvironment({}, {{"WORLD_SIZE", "2"}}, inputs);
+  const std::string stem = inputs.flight_recorder_stem;
+  // Both names of each setting: PyTorch 2.6+ and the versions before.
+  ExpectContains(env, {{"TORCH_FR_BUFFER_SIZE", "2000"},
+                       {"TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"},
+                       {"TORCH_NCCL_DUMP_ON_TIMEOUT", "1"},
+                       {"TORCH_FR_DUMP_TEMP_FILE", stem},
+                       {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", stem},
+                       {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", stem}});
+}
+
+TEST(WorkerEnvironmentTest,
+     AFlightRecorderSettingOfTheUsersIsKeptUnderAnyName) {
+  RankEnvironmentInputs inputs;
+  inputs.flight_recorder_stem = "/logs/job/gen2/nccl_flight_recorder.rank";
+  // The user turned the recorder off under the old name, and dumps to a
+  // place of their own under the new one: neither is overridden by the
+  // other name of its pair, which newer PyTorch would read first.
+  const Environment env =
+      BuildWorkerEnvironment({{"TORCH_NCCL_TRACE_BUFFER_SIZE", "0"},
+                              {"TORCH_FR_DUMP_TEMP_FILE", "/scratch/fr_"}},
+                             {{"WORLD_SIZE", "2"}}, inputs);
+  EXPECT_EQ(env.count("TORCH_FR_BUFFER_SIZE"), 0u);
+  EXPECT_EQ(env.at("TORCH_NCCL_TRACE_BUFFER_SIZE"), "0");
+  EXPECT_EQ(env.at("TORCH_FR_DUMP_TEMP_FILE"), "/scratch/fr_");
+  EXPECT_EQ(env.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), 0u);
+  EXPECT_EQ(env.at("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"),
+            inputs.flight_recorder_stem);
+}
+
+TEST(WorkerEnvironmentTest,
+     NoFlightRecorderForAPlainProcessOrWithoutARunDirectory) {
+  RankEnvironmentInputs inputs;
+  inputs.flight_recorder_stem = "/logs/job/gen0/nccl_flight_recorder.rank";
+  EXPECT_EQ(BuildWorkerEnvironment({}, {}, inputs)
+                .count("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"),
+            0u);
+  EXPECT_EQ(
+      BuildWorkerEnvironment({}, {{"WORLD_SIZE", "2"}}, RankEnvironmentInputs{})
+          .count("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"),
+      0u);
+}
+
 TEST(JobEnvironmentTest, NoWithOneProcessIsAPlainProcess) {
   // Accelerate's plain launcher: no torchrun variables, so the script sees
   // DistributedType.NO, not a world of one.
