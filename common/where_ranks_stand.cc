@@ -35,7 +35,8 @@ std::string RankList(const std::vector<int>& ranks) {
 }  // namespace
 
 std::string WhereRanksStand(
-    const std::vector<std::pair<int, std::string>>& rank_and_where) {
+    const std::vector<std::pair<int, std::string>>& rank_and_where,
+    const std::function<std::string(int rank)>& runs_on) {
   std::map<std::string, std::vector<int>> by_where;
   for (const auto& [rank, where] : rank_and_where) {
     by_where[where].push_back(rank);
@@ -51,8 +52,11 @@ std::string WhereRanksStand(
   size_t named = 0;
   for (auto& [where, ranks] : groups) {
     std::sort(ranks.begin(), ranks.end());
-    std::string part = absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                                    RankList(ranks), " ", where);
+    const std::string place =
+        ranks.size() == 1 && runs_on ? runs_on(ranks.front()) : "";
+    std::string part =
+        absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", RankList(ranks),
+                     place.empty() ? "" : " ", place, " ", where);
     if (crowd && ranks.size() == 1) part += ", the odd one out";
     if (named == 0 && part.size() > kBytesSaid) {
       part = absl::StrCat(part.substr(0, kBytesSaid), "... [cut]");

@@ -4,6 +4,7 @@
 #ifndef TRL_COMMON_WHERE_RANKS_STAND_H_
 #define TRL_COMMON_WHERE_RANKS_STAND_H_
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,9 +16,12 @@ namespace trl {
 // (train.py:41), the odd one out" (runs of three or more ranks as ranges).
 // A rank alone where two or more others stand together is the odd one
 // out. At most 8 places and about 4 KiB: the rest is counted ("and 12
-// ranks in 5 other places").
+// ranks in 5 other places"). `runs_on`, when given, says where a rank
+// alone in its place runs ("on machine 1 (host node02)"), for a job of
+// several machines: "rank 5 on machine 1 (host node02) in time.sleep ...".
 std::string WhereRanksStand(
-    const std::vector<std::pair<int, std::string>>& rank_and_where);
+    const std::vector<std::pair<int, std::string>>& rank_and_where,
+    const std::function<std::string(int rank)>& runs_on = {});
 
 }  // namespace trl
 

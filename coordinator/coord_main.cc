@@ -37,6 +37,7 @@
 #include "coordinator/access/connection_limits.h"
 #include "coordinator/access/daemon_credentials.h"
 #include "coordinator/access/refused_calls.h"
+#include "coordinator/cli/diagnose.h"
 #include "coordinator/cli/events.h"
 #include "coordinator/cli/logs.h"
 #include "coordinator/cli/ps.h"
@@ -507,6 +508,12 @@ int main(int argc, char** argv) {
       "events", "Show a job's history (on the coordinator's machine)");
   trl::AddEventsFlags(*events, events_flags);
 
+  trl::DiagnoseFlags diagnose_flags;
+  CLI::App* diagnose = app.add_subcommand(
+      "diagnose",
+      "Say why each generation of a job ended and where its ranks stood");
+  trl::AddDiagnoseFlags(*diagnose, diagnose_flags);
+
   trl::UncordonFlags uncordon_flags;
   CLI::App* uncordon = app.add_subcommand(
       "uncordon",
@@ -527,6 +534,7 @@ int main(int argc, char** argv) {
   start_flags.launch.allow_free_port = true;
   if (start->parsed()) return Start(start_flags, command);
   if (events->parsed()) return trl::RunEvents(events_flags);
+  if (diagnose->parsed()) return trl::RunDiagnose(diagnose_flags);
   if (logs->parsed()) return trl::RunLogs(logs_flags);
   if (ui->parsed()) return trl::RunUi(ui_flags);
   if (uncordon->parsed()) return trl::RunUncordon(uncordon_flags);

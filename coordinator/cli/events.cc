@@ -22,25 +22,28 @@ void AddEventsFlags(CLI::App& app, EventsFlags& flags) {
   app.add_flag("--json", flags.json, "Print JSON");
 }
 
+absl::StatusOr<std::string> JobEventsFile(const std::string& config_file,
+                                          const std::string& state_file) {
+  if (!state_file.empty()) return JobEventLog::PathFor(state_file);
+  LaunchOptions options;
+  options.config_file = config_file;
+  auto config = ResolveLaunchConfig(options, ReadLocalMachine());
+  if (!config.ok()) return config.status();
+  auto host = ResolveHost(config->main_process_ip);
+  if (!host.ok()) return host.status();
+  auto path = DefaultJobStatePath(*host, config->main_process_port);
+  if (!path.ok()) return path.status();
+  return JobEventLog::PathFor(*path);
+}
+
 int RunEvents(const EventsFlags& flags) {
-  std::string state_file = flags.state_file;
-  if (state_file.empty()) {
-    LaunchOptions options;
-    options.config_file = flags.config_file;
-    auto config = ResolveLaunchConfig(options, ReadLocalMachine());
-    auto host = config.ok() ? ResolveHost(config->main_process_ip)
-                            : absl::StatusOr<std::string>(config.status());
-    auto path = host.ok()
-                    ? DefaultJobStatePath(*host, config->main_process_port)
-                    : absl::StatusOr<std::string>(host.status());
-    if (!path.ok()) {
-      std::fprintf(stderr, "trl-coord events: error: %s\n",
-                   std::string(path.status().message()).c_str());
-      return 2;
-    }
-    state_file = *path;
+  const auto file = JobEventsFile(flags.config_file, flags.state_file);
+  if (!file.ok()) {
+    std::fprintf(stderr, "trl-coord events: error: %s\n",
+                 std::string(file.status().message()).c_str());
+    return 2;
   }
-  const std::string path = JobEventLog::PathFor(state_file);
+  const std::string& path = *file;
   const auto events = ReadJobEvents(path);
   if (absl::IsNotFound(events.status())) {
     std::fprintf(stderr,

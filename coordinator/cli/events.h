@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
+
 namespace CLI {
 class App;
 }
@@ -21,6 +23,12 @@ struct EventsFlags {
 };
 
 void AddEventsFlags(CLI::App& app, EventsFlags& flags);
+
+// The events file of the job whose state is kept in `state_file`, else of
+// the coordinator of `config_file` (main_process_ip:port) on this machine;
+// an error names what could not be resolved.
+absl::StatusOr<std::string> JobEventsFile(const std::string& config_file,
+                                          const std::string& state_file);
 
 // Returns the process exit code: 0, 1 when no history is kept there, 2 for
 // bad flags or config.

@@ -1,6 +1,8 @@
 #include "coordinator/owner/decision_journal.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -179,7 +181,27 @@ void DecisionJournal::TellWhereRanksStood() {
       where.emplace_back(rank.rank, rank.exit.where);
   }
   if (where.empty()) return;
-  const std::string grouped = WhereRanksStand(where);
+  // A rank alone in its place is named with its machine in a job of
+  // several: where to look for it.
+  std::map<int, int> machine_of;
+  std::set<int> machines;
+  for (const RankRecord& rank : machine_.ranks()) {
+    machine_of[rank.rank] = rank.machine_rank;
+    machines.insert(rank.machine_rank);
+  }
+  const auto runs_on = [&](int rank) -> std::string {
+    auto m = machine_of.find(rank);
+    if (m == machine_of.end()) return "";
+    auto node = machine_.nodes().find(m->second);
+    return absl::StrCat(
+        "on machine ", m->second,
+        node == machine_.nodes().end()
+            ? ""
+            : absl::StrCat(" (host ", node->second.info.hostname, ")"));
+  };
+  const std::string grouped = machines.size() > 1
+                                  ? WhereRanksStand(where, runs_on)
+                                  : WhereRanksStand(where);
   Log()->warn("generation {}: where its ranks stood when it was stopped: {}",
               machine_.generation(), grouped);
   Note("stood", -1, grouped);

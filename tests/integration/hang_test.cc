@@ -3,13 +3,17 @@
 // print nothing. Before the kill, what each worker was doing is kept in
 // its generation's run directory and named in the failure; the job
 // restarts and finishes.
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
 
+#include "agent/workers/flight_recorder.h"
 #include "agent/workers/stack_capture.h"
 #include "tests/integration/launcher_fixture.h"
 
@@ -165,6 +169,91 @@ TEST_F(HangTest, AFailureStopsEveryMachineOnlyOnceWhereItsRanksStoodIsKept) {
   RememberPids(agent->Stdout());
 }
 
+TEST_F(HangTest, DiagnoseSaysWhyAGenerationStoppedAndWhereTheOddRankStood) {
+  // Two machines of two, generation 0: rank 3 (machine 1) sleeps, ranks 0
+  // to 2 compute in silence until rank 2 fails after 3 s; generation 1
+  // runs on. `trl-coord diagnose` asks the running coordinator, then reads
+  // the job's file after the coordinator has gone.
+  const std::vector<std::string> command = {
+      "/bin/sh", "-c",
+      "echo gen $TRL_GENERATION rank $RANK pid $$; if [ $TRL_GENERATION != 0 "
+      "]; then exec sleep 60; fi; if [ $RANK = 3 ]; then exec sleep 60; fi; "
+      "if [ $RANK = 2 ]; then sleep 3; exit 7; fi; exec sleep 60"};
+  const std::string log_dir = LogDir();
+  const std::string state = log_dir + ".state";
+  auto coord = StartCoordinator(
+      2, 4, command,
+      {"--max_restarts", "1", "--log_dir", log_dir, "--state_file", state});
+  auto agent = StartAgent(2, 4, 1, {"--log_dir", log_dir});
+  ASSERT_TRUE(coord->WaitForOutput("generation 1: world size 4", seconds(30)))
+      << coord->Output();
+  Subprocess live({TRL_COORD_BIN, "diagnose", "--address",
+                   "127.0.0.1:" + std::to_string(port_), "--generation", "0"});
+  ASSERT_EQ(live.Wait(seconds(10)), 0) << live.Output();
+  const std::string said = live.Stdout();
+  EXPECT_NE(said.find("generation 0 (world size 4, restarts used 0 of 1), "
+                      "started "),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("  stopped "), std::string::npos) << said;
+  EXPECT_NE(said.find("rank 2 (local rank 0 on machine 1"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("  where its ranks stood:\n    ranks 0, 1, 3 state S "
+                      "(sleeping) in the kernel at hrtimer_nanosleep\n"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("generation 1"), std::string::npos) << said;
+  coord->Signal(SIGINT);
+  coord->Wait(seconds(30));
+  agent->Wait(seconds(30));
+  Subprocess after({TRL_COORD_BIN, "diagnose", "--state_file", state});
+  ASSERT_EQ(after.Wait(seconds(10)), 0) << after.Output();
+  EXPECT_NE(after.Stdout().find(said), std::string::npos) << after.Stdout();
+  EXPECT_NE(after.Stdout().find("generation 1 (world size 4, restarts used 1 "
+                                "of 1)"),
+            std::string::npos)
+      << after.Stdout();
+  EXPECT_NE(after.Stdout().find("  stop asked "), std::string::npos)
+      << after.Stdout();
+  std::filesystem::remove(state + ".events");
+  RememberPids(coord->Stdout());
+  RememberPids(agent->Stdout());
+}
+
+TEST_F(HangTest, TheFlightRecorderIsAskedForItsDumpBeforeTheKill) {
+  // Rank 0 does what PyTorch's NCCL watchdog does with the variables the
+  // agent set: it makes the pipe STEM0.pipe, and writes its dump to STEM0
+  // once a byte arrives there. Rank 1 makes no pipe (a Gloo job's rank).
+  // Both sleep, and are captured before the kill.
+  auto coord = StartCoordinator(
+      1, 2,
+      Script("if [ $RANK = 0 ]; then "
+             "p=\"${TORCH_NCCL_DEBUG_INFO_PIPE_FILE}0.pipe\"; mkfifo \"$p\"; "
+             "( read -r x < \"$p\"; echo \"{\\\"entries\\\": "
+             "[\\\"all_reduce\\\"], \\\"asked\\\": \\\"$x\\\"}\" > "
+             "\"${TORCH_FR_DUMP_TEMP_FILE}0\" ) & fi; exec sleep 60"),
+      {"--max_restarts", "1", "--hang_cpu_timeout", "1",
+       "--hang_output_timeout", "0", "--log_dir", LogDir()});
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  const std::string asked = Stacks(0);
+  const std::regex dumped(
+      "NCCL flight recorder: dumped to (/[^ ]*/gen0/"
+      "nccl_flight_recorder\\.rank0) \\([0-9]+ bytes\\)");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(asked, match, dumped)) << asked;
+  std::ifstream in(match[1].str());
+  std::string dump((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_NE(dump.find("\"entries\": [\"all_reduce\"], \"asked\": \"1\""),
+            std::string::npos)
+      << dump;
+  EXPECT_NE(
+      Stacks(1).find("no NCCL flight recorder: the rank made no pipe at "),
+      std::string::npos)
+      << Stacks(1);
+  RememberPids(coord->Stdout());
+}
+
 // The agent may run as root and its workers as another user, with a
 // virtual environment of theirs: a py-spy that user could replace is not
 // run.
@@ -185,6 +274,52 @@ TEST(FindPySpyTest, APySpyAnotherUserCouldReplaceIsNotRun) {
   EXPECT_FALSE(TrustedToRun((dir / "bin" / "py-spy").string()));
   // The system's own programs are trusted.
   EXPECT_TRUE(TrustedToRun("/bin/sh"));
+  std::filesystem::remove_all(dir);
+}
+
+// The run directory is the worker's: what it leaves at its pipe's path is
+// looked at, never written unless it is a FIFO someone reads.
+TEST(FlightRecorderTest, OnlyAFifoThatIsReadIsWritten) {
+  const std::string dir =
+      ::testing::TempDir() + "/trl-fr-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const FlightRecorderPaths paths = FlightRecorderPathsOf(
+      {{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", dir + "/fr."}}, 3);
+  EXPECT_EQ(paths.pipe, dir + "/fr.3.pipe");
+  EXPECT_EQ(paths.dump, "/tmp/nccl_trace_rank_3");  // PyTorch's default
+
+  FlightRecorderRequest request = AskForFlightRecorderDump(paths);
+  EXPECT_FALSE(request.asked);
+  EXPECT_NE(request.note.find("the rank made no pipe at " + paths.pipe),
+            std::string::npos)
+      << request.note;
+
+  {
+    std::ofstream planted(paths.pipe);
+    planted << "the operator's file";
+  }
+  request = AskForFlightRecorderDump(paths);
+  EXPECT_FALSE(request.asked);
+  EXPECT_NE(request.note.find("is not a pipe: not written"), std::string::npos)
+      << request.note;
+  std::ifstream in(paths.pipe);
+  std::string kept((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "the operator's file");
+
+  std::filesystem::remove(paths.pipe);
+  ASSERT_EQ(mkfifo((dir + "/elsewhere").c_str(), 0600), 0);
+  std::filesystem::create_symlink(dir + "/elsewhere", paths.pipe);
+  request = AskForFlightRecorderDump(paths);
+  EXPECT_FALSE(request.asked) << "a link was followed";
+
+  std::filesystem::remove(paths.pipe);
+  ASSERT_EQ(mkfifo(paths.pipe.c_str(), 0600), 0);
+  request = AskForFlightRecorderDump(paths);
+  EXPECT_FALSE(request.asked);
+  EXPECT_NE(request.note.find("no process reads it"), std::string::npos)
+      << request.note;
   std::filesystem::remove_all(dir);
 }
 

@@ -76,6 +76,20 @@ TEST(StackSummaryTest, RanksAreGroupedByWhereTheyStandAndTheOddOneNamed) {
   EXPECT_EQ(WhereRanksStand({}), "");
 }
 
+TEST(StackSummaryTest, ARankAloneIsNamedWithItsMachineWhenAsked) {
+  const auto runs_on = [](int rank) {
+    return rank < 2 ? std::string("on machine 0 (host node01)")
+                    : std::string("on machine 1 (host node02)");
+  };
+  EXPECT_EQ(WhereRanksStand({{0, "in all_reduce (x.py:13)"},
+                             {1, "in all_reduce (x.py:13)"},
+                             {2, "in all_reduce (x.py:13)"},
+                             {3, "in <module> (x.py:11)"}},
+                            runs_on),
+            "ranks 0-2 in all_reduce (x.py:13); rank 3 on machine 1 (host "
+            "node02) in <module> (x.py:11), the odd one out");
+}
+
 TEST(StackSummaryTest, ALargeJobIsSaidInRangesAndWithinBounds) {
   // 16,384 ranks: all but two in one place, one apart, one odd.
   std::vector<std::pair<int, std::string>> ranks;
