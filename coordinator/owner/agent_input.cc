@@ -17,12 +17,45 @@ std::string Bounded(const std::string& text, size_t bytes) {
   return absl::StrCat(text.substr(0, end), "... [cut]");
 }
 
-std::string OneLine(const std::string& text) {
-  std::string problem = Bounded(text, kReasonBytes);
-  for (char& c : problem) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+namespace {
+
+// How many bytes at `at` encode a character a terminal would act on rather
+// than show: a C1 control (U+0080..U+009F; U+009B is CSI on some
+// terminals, as ESC [ is on all) or a bidi control, which reorders what
+// follows it on the line ("Trojan Source"): U+061C, U+200E, U+200F,
+// U+202A..U+202E, U+2066..U+2069. 0 for any other character.
+size_t InvisibleControlBytes(const std::string& text, size_t at) {
+  auto byte = [&](size_t i) {
+    return i < text.size() ? static_cast<unsigned char>(text[i]) : 0;
+  };
+  const unsigned char b0 = byte(at), b1 = byte(at + 1), b2 = byte(at + 2);
+  if (b0 == 0xC2 && b1 >= 0x80 && b1 <= 0x9F) return 2;  // C1
+  if (b0 == 0xD8 && b1 == 0x9C) return 2;                // U+061C
+  if (b0 == 0xE2 && b1 == 0x80 &&
+      (b2 == 0x8E || b2 == 0x8F || (b2 >= 0xAA && b2 <= 0xAE))) {
+    return 3;  // U+200E, U+200F, U+202A..U+202E
   }
-  return problem;
+  if (b0 == 0xE2 && b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9) return 3;
+  return 0;
+}
+
+}  // namespace
+
+std::string OneLine(const std::string& text) {
+  const std::string bounded = Bounded(text, kReasonBytes);
+  std::string line;
+  line.reserve(bounded.size());
+  for (size_t i = 0; i < bounded.size();) {
+    const unsigned char c = static_cast<unsigned char>(bounded[i]);
+    if (const size_t n = InvisibleControlBytes(bounded, i); n > 0) {
+      line += ' ';
+      i += n;
+    } else {
+      line += (c < 0x20 || c == 0x7f) ? ' ' : bounded[i];
+      ++i;
+    }
+  }
+  return line;
 }
 
 WorkerExit FromProto(const pb::WorkerExited& exited) {

@@ -26,7 +26,8 @@ inline constexpr int kLines = 20;
 std::string Bounded(const std::string& text, size_t bytes);
 // An agent's words for logs, ps and the page (its health, where a rank
 // stood): bounded, on one line, no control characters (no terminal
-// escapes).
+// escapes, C0 or C1) and no bidi controls (no line shown reordered): each
+// is a space.
 std::string OneLine(const std::string& text);
 
 WorkerExit FromProto(const trl::launch::v1::WorkerExited& exited);

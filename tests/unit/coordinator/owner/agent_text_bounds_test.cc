@@ -4,6 +4,7 @@
 // history, the log, `ps` and every status page fetch.
 #include <gtest/gtest.h>
 
+#include "coordinator/owner/agent_input.h"
 #include "coordinator/owner/core.h"
 #include "tests/lib/coordinator_harness.h"
 #include "tests/lib/fake_agent_link.h"
@@ -93,6 +94,30 @@ TEST_F(AgentTextBoundsTest, AHugeHostnameIsCut) {
   const pb::JobStatus status = core_->Status();
   ASSERT_EQ(status.nodes_size(), 1);
   EXPECT_LT(status.ByteSizeLong(), 2 * kBound);
+}
+
+// A health problem or where a rank stood is logged and shown on terminals:
+// no C0, C1 (UTF-8 "\xC2\x9B" is CSI on some terminals) or bidi control
+// survives, while other characters, accents included, do.
+TEST(OneLineTest, ControlCharactersOfEveryKindBecomeSpaces) {
+  EXPECT_EQ(OneLine("a\nb\x1b[2Jc\x7f"), "a b [2Jc ");
+  EXPECT_EQ(OneLine("a\xC2\x9B"
+                    "2Jb\xC2\x80\xC2\x9F"),
+            "a 2Jb  ");
+  EXPECT_EQ(OneLine("\xE2\x80\xAE"
+                    "cba\xE2\x81\xA6"
+                    "d\xE2\x81\xA9"),
+            " cba d ");
+  EXPECT_EQ(OneLine("\xE2\x80\x8E\xE2\x80\x8F\xE2\x80\xAA\xD8\x9C"), "    ");
+}
+
+TEST(OneLineTest, OtherCharactersStay) {
+  // Characters whose UTF-8 is next to a control's: U+00E9, U+00A0,
+  // U+2010, U+2070, U+061B, U+202F.
+  const std::string text =
+      "caf\xC3\xA9 \xC2\xA0x \xE2\x80\x90 \xE2\x81\xB0 \xD8\x9B "
+      "\xE2\x80\xAF";
+  EXPECT_EQ(OneLine(text), text);
 }
 
 }  // namespace
