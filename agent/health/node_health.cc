@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -59,12 +60,33 @@ std::string LastLine(const std::string& output) {
 
 }  // namespace
 
+uint64_t MinFreeBytes(double min_free_disk_mb) {
+  return static_cast<uint64_t>(min_free_disk_mb * kMiB);
+}
+
+std::string MinFreeDiskMbFlag(uint64_t min_free_bytes) {
+  // Whole MiB exactly (%g would say 2 TiB as 2.09715e+06); else the
+  // shortest decimal the flag's conversion makes these bytes of: 0.03
+  // for --min_free_disk_mb 0.03, where %g of the bytes says 0.0299997.
+  if (min_free_bytes % kMiB == 0) return absl::StrCat(min_free_bytes / kMiB);
+  const double mib = static_cast<double>(min_free_bytes) / kMiB;
+  std::string said;
+  for (int digits = 1; digits <= 17; ++digits) {
+    said = absl::StrFormat("%.*g", digits, mib);
+    if (MinFreeBytes(std::strtod(said.c_str(), nullptr)) == min_free_bytes) {
+      break;
+    }
+  }
+  return said;
+}
+
 std::string DiskSpaceProblem(const std::string& directory, uint64_t free_bytes,
                              uint64_t min_free_bytes) {
   if (free_bytes >= min_free_bytes) return "";
+  // The free space rounded down: it never reads as much as the bound.
   return absl::StrFormat(
-      "disk: %s has %d MiB free, less than --min_free_disk_mb %d", directory,
-      free_bytes / kMiB, min_free_bytes / kMiB);
+      "disk: %s has %d MiB free, less than --min_free_disk_mb %s", directory,
+      free_bytes / kMiB, MinFreeDiskMbFlag(min_free_bytes));
 }
 
 namespace {

@@ -28,6 +28,11 @@ struct HealthCheckOptions {
 // check passes. Takes as long as the command does, at most its timeout.
 std::string CheckNodeHealth(const HealthCheckOptions& options);
 
+// --min_free_disk_mb in bytes, and back as the operator gave it (the
+// shortest decimal that makes the same bytes).
+uint64_t MinFreeBytes(double min_free_disk_mb);
+std::string MinFreeDiskMbFlag(uint64_t min_free_bytes);
+
 // The disk check's verdict on `directory` with `free_bytes` available to
 // unprivileged users (pure): empty if it has at least `min_free_bytes`.
 std::string DiskSpaceProblem(const std::string& directory, uint64_t free_bytes,

@@ -1,5 +1,6 @@
 #include <filesystem>
 
+#include "agent/health/node_health.h"
 #include "agent/session/agent.h"
 #include "common/local_machine.h"
 
@@ -26,8 +27,7 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.health.command = flags.health_check;
   options.health.command_timeout =
       SecondsToMillis(flags.health_check_timeout_s);
-  options.health.min_free_bytes =
-      static_cast<uint64_t>(flags.min_free_disk_mb * 1024 * 1024);
+  options.health.min_free_bytes = MinFreeBytes(flags.min_free_disk_mb);
   options.health_check_interval =
       SecondsToMillis(flags.health_check_interval_s);
   options.connect_timeout = SecondsToMillis(flags.rdzv_timeout_s);
