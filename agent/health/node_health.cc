@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,7 +11,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <mutex>
 #include <vector>
 
@@ -29,22 +27,6 @@ namespace {
 constexpr uint64_t kMiB = 1024 * 1024;
 constexpr size_t kOutputKept = 4096;
 constexpr size_t kReasonBytes = 300;
-
-// The free space under `directory`, or of the nearest directory above it
-// that exists (a log directory is made when the first generation starts).
-std::string DiskProblem(const std::string& directory, uint64_t min_free) {
-  std::filesystem::path at = std::filesystem::absolute(directory);
-  struct statvfs fs = {};
-  while (statvfs(at.c_str(), &fs) != 0) {
-    if (!at.has_parent_path() || at.parent_path() == at) {
-      return absl::StrCat("disk: cannot read the free space of ", directory,
-                          ": ", std::strerror(errno));
-    }
-    at = at.parent_path();
-  }
-  return DiskSpaceProblem(
-      directory, static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize, min_free);
-}
 
 // The last line with something on it, shortened.
 std::string LastLine(const std::string& output) {
@@ -258,7 +240,11 @@ std::string CheckNodeHealth(const HealthCheckOptions& options) {
   if (options.min_free_bytes > 0) {
     for (const std::string& directory : options.directories) {
       if (directory.empty()) continue;
-      std::string problem = DiskProblem(directory, options.min_free_bytes);
+      const FreeSpace space = FreeSpaceWithin(directory, options.disk_timeout,
+                                              options.statvfs_function);
+      if (!space.problem.empty()) return space.problem;
+      std::string problem =
+          DiskSpaceProblem(directory, space.free_bytes, options.min_free_bytes);
       if (!problem.empty()) return problem;
     }
   }

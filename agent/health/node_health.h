@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "agent/health/free_space.h"
+
 namespace trl {
 
 struct HealthCheckOptions {
@@ -22,10 +24,15 @@ struct HealthCheckOptions {
   // the workers' working directory); 0 bytes: no disk check.
   std::vector<std::string> directories;
   uint64_t min_free_bytes = 0;
+  // How long a directory's statvfs is waited for (agent/health/free_space.h)
+  // and what reads it (tests make it hang).
+  std::chrono::milliseconds disk_timeout{10000};
+  StatvfsFunction statvfs_function = &statvfs;
 };
 
 // One line naming the check that failed and what it found; empty if every
-// check passes. Takes as long as the command does, at most its timeout.
+// check passes. Takes as long as the disk reads and the command do, at
+// most their timeouts.
 std::string CheckNodeHealth(const HealthCheckOptions& options);
 
 // --min_free_disk_mb in bytes, and back as the operator gave it (the
