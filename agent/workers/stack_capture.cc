@@ -80,13 +80,19 @@ std::string KernelView(pid_t pid, char* main_state, std::string* main_wchan) {
 struct Bounded {
   std::string output;
   bool timed_out = false;
+  bool cut_short = false;  // killed once `abandoned` said so
   int status = -1;
 };
 
+// How often a run looks at `abandoned`: a second stop order (a second
+// Ctrl-C) must not wait for py-spy's 5 s while the workers are killed.
+constexpr std::chrono::milliseconds kAbandonedLook{50};
+
 // Runs `argv` with its output (stdout and stderr) read back, killed at
-// `limit`.
+// `limit` or once `abandoned` says so.
 Bounded RunBounded(const std::vector<std::string>& argv,
-                   std::chrono::milliseconds limit) {
+                   std::chrono::milliseconds limit,
+                   const std::function<bool()>& abandoned) {
   Bounded result;
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
@@ -115,6 +121,10 @@ Bounded RunBounded(const std::vector<std::string>& argv,
   const auto deadline = std::chrono::steady_clock::now() + limit;
   char buffer[4096];
   while (true) {
+    if (abandoned && abandoned()) {
+      result.cut_short = true;
+      break;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -122,7 +132,8 @@ Bounded RunBounded(const std::vector<std::string>& argv,
       break;
     }
     pollfd readable = {out[0], POLLIN, 0};
-    const int ready = poll(&readable, 1, static_cast<int>(left.count()));
+    const int ready = poll(
+        &readable, 1, static_cast<int>(std::min(left, kAbandonedLook).count()));
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) continue;  // the deadline, checked above
     const ssize_t n = read(out[0], buffer, sizeof(buffer));
@@ -130,7 +141,7 @@ Bounded RunBounded(const std::vector<std::string>& argv,
     if (result.output.size() < (1u << 20)) result.output.append(buffer, n);
   }
   close(out[0]);
-  if (result.timed_out) kill(pid, SIGKILL);
+  if (result.timed_out || result.cut_short) kill(pid, SIGKILL);
   while (waitpid(pid, &result.status, 0) < 0 && errno == EINTR) {
   }
   return result;
@@ -180,15 +191,17 @@ CapturedStacks CaptureStacks(pid_t worker, const std::string& py_spy,
     std::vector<std::string> argv = {
         py_spy,    "dump", "--pid", std::to_string(pid), "--full-filenames",
         "--native"};
-    Bounded dump = RunBounded(argv, limit);
-    if (!dump.timed_out && dump.status != 0 &&
+    Bounded dump = RunBounded(argv, limit, abandoned);
+    if (!dump.timed_out && !dump.cut_short && dump.status != 0 &&
         left() > std::chrono::milliseconds(200)) {
       // Native frames need what not every build or machine has: the
       // Python frames alone, then.
       argv.pop_back();
-      dump = RunBounded(argv, std::min(left(), kPySpyLimit));
+      dump = RunBounded(argv, std::min(left(), kPySpyLimit), abandoned);
     }
-    if (dump.timed_out) {
+    if (dump.cut_short) {
+      captured.text += "  py-spy: cut short (the workers are being stopped)\n";
+    } else if (dump.timed_out) {
       absl::StrAppend(&captured.text, "  py-spy: no answer within ",
                       limit.count(), " ms\n");
     } else if (dump.status != 0) {

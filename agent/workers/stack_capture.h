@@ -24,7 +24,8 @@ struct CapturedStacks {
 // `py_spy`: the py-spy to run ("" : none was found, the kernel's view
 // only), on the worker and the Python processes under it, 5 s at most
 // each. Nothing is begun past `deadline` or once `abandoned` says so (the
-// workers are being stopped): what was not read is said. At most 64
+// workers are being stopped), and a py-spy running then is killed: what
+// was not read is said. At most 64
 // processes, 256 threads each; no process's memory is read but by py-spy
 // (a process stuck in the kernel holding its memory map's lock cannot
 // block the capture).

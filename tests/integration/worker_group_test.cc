@@ -9,7 +9,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -245,6 +247,46 @@ TEST_F(WorkerGroupTest, AHangIsFoundWhenTheLastTouchIsInTheFuture) {
   EXPECT_EQ(seen[1].outcome.exit.signal, SIGKILL);
   EXPECT_NE(seen[1].outcome.reason.find("hung"), std::string::npos);
   std::filesystem::remove(file);
+}
+
+// A stop for a failure captures before its signal; a py-spy that does not
+// answer would hold the capture up to its 5 s. A second stop order (a
+// second Ctrl-C) kills that py-spy: the capture ends at once, said so.
+TEST_F(WorkerGroupTest, ASecondStopCutsARunningPySpyShort) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("trl-py-spy-cut-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path started = dir / "started";
+  const fs::path stacks = dir / "rank0.stacks.txt";
+  HangOptions hangs;
+  hangs.py_spy = (dir / "py-spy").string();
+  std::ofstream(hangs.py_spy)
+      << "#!/bin/sh\n: > " << started.string() << "\nexec sleep 30\n";
+  fs::permissions(hangs.py_spy, fs::perms::owner_all);
+  WorkerLaunch launch = Shell(0, "exec sleep 30");
+  launch.stacks_path = stacks.string();
+  steady_clock::time_point second_stop;
+  {
+    WorkerGroup group(0, &console_, recorder_.Events(), seconds(5), hangs);
+    group.Start({launch});
+    recorder_.Seen(1);
+    group.Stop(StopSignal{SIGTERM}, std::nullopt, /*capture_first=*/true);
+    const auto deadline = steady_clock::now() + seconds(10);
+    while (!fs::exists(started) && steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ASSERT_TRUE(fs::exists(started));
+    second_stop = steady_clock::now();
+    group.Stop(StopSignal{SIGKILL});
+    ASSERT_TRUE(group.WaitUntilAllExited(second_stop + seconds(10)));
+  }  // the group's end waits for its capture thread
+  EXPECT_LT(steady_clock::now() - second_stop, milliseconds(2000));
+  std::stringstream text;
+  text << std::ifstream(stacks).rdbuf();
+  EXPECT_NE(text.str().find("py-spy: cut short"), std::string::npos)
+      << text.str();
+  fs::remove_all(dir);
 }
 
 }  // namespace
