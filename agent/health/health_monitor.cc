@@ -1,5 +1,6 @@
 #include "agent/health/health_monitor.h"
 
+#include <system_error>
 #include <utility>
 
 namespace trl {
@@ -24,10 +25,15 @@ std::string HealthMonitor::CheckNow() {
   return verdict;
 }
 
-void HealthMonitor::Start(std::function<void(const std::string&)> on_change) {
-  if (interval_.count() <= 0 || thread_.joinable()) return;
+bool HealthMonitor::Start(std::function<void(const std::string&)> on_change) {
+  if (interval_.count() <= 0 || thread_.joinable()) return true;
   on_change_ = std::move(on_change);
-  thread_ = std::thread([this] { Loop(); });
+  try {
+    thread_ = std::thread([this] { Loop(); });
+  } catch (const std::system_error&) {
+    return false;  // out of threads (EAGAIN): the caller says so
+  }
+  return true;
 }
 
 std::string HealthMonitor::Latest() const {

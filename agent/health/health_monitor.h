@@ -24,8 +24,9 @@ class HealthMonitor {
   // Checks now, on the calling thread; returns the verdict (also Latest).
   std::string CheckNow();
   // Checks every interval from now on (none if the interval is 0); a new
-  // verdict goes to `on_change`, on the monitor's thread.
-  void Start(std::function<void(const std::string&)> on_change);
+  // verdict goes to `on_change`, on the monitor's thread. False if no
+  // thread could be made for it (the checks ran once, at CheckNow).
+  bool Start(std::function<void(const std::string&)> on_change);
   // The last verdict: empty if healthy.
   std::string Latest() const;
 

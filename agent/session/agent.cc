@@ -215,7 +215,7 @@ int Agent::Run() {
   if (const std::string problem = health.CheckNow(); !problem.empty()) {
     Log()->error("this machine is unhealthy: {}", problem);
   }
-  health.Start([this](const std::string& problem) {
+  const bool watched = health.Start([this](const std::string& problem) {
     if (problem.empty()) {
       Log()->info("this machine passes its health checks again");
     } else {
@@ -224,6 +224,11 @@ int Agent::Run() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (session_) session_->ReportHealth(problem);
   });
+  if (!watched) {
+    Log()->error(
+        "no thread for the health checks every --health_check_interval "
+        "(out of threads): this machine's health is what it was at start");
+  }
   while (true) {
     // The first connection may wait for the whole rendezvous; after a lost
     // coordinator, only for the reconnect timeout. Once a handshake with

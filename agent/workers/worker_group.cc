@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "agent/core/stack_summary.h"
@@ -104,7 +105,16 @@ void WorkerGroup::Start(std::vector<WorkerLaunch> launches) {
          log_path = watch.log_path] { WaitFor(raw, rank, log_path); });
   }
   if (hangs_.detect.any() && !hang_thread_.joinable()) {
-    hang_thread_ = std::thread([this] { WatchForHangs(); });
+    // Out of threads (EAGAIN: the pid limit): the workers run unwatched
+    // rather than the agent abort.
+    try {
+      hang_thread_ = std::thread([this] { WatchForHangs(); });
+    } catch (const std::system_error& e) {
+      ComponentLogger("agent")->error(
+          "generation {}: no thread for the hang watch ({}): its hangs will "
+          "not be seen",
+          generation_, e.what());
+    }
   }
 }
 
@@ -222,10 +232,17 @@ std::vector<WorkerGroup::Captured> WorkerGroup::CaptureAndKeep(
   std::vector<std::thread> capturers;
   for (size_t i = 0; i < alive.size(); ++i) {
     captured[i].worker = alive[i];
-    capturers.emplace_back([&, i] {
+    const auto capture = [&, i] {
       captured[i].stacks = CaptureStacks(alive[i]->process->pid(),
                                          hangs_.py_spy, deadline, abandoned);
-    });
+    };
+    // Out of threads (EAGAIN): this one on ours, within the same deadline,
+    // rather than the agent abort.
+    try {
+      capturers.emplace_back(capture);
+    } catch (const std::system_error&) {
+      capture();
+    }
   }
   for (auto& capturer : capturers) capturer.join();
   for (size_t i = 0; i < alive.size(); ++i) {
@@ -350,12 +367,21 @@ void WorkerGroup::Stop(const StopSignal& signal,
       // the signal already, from Slurm, is no longer where it was).
       if (capture_first && !stopping_ && !shutting_down_ &&
           signal.number != SIGKILL && !signal.workers_have_it) {
-        capture_thread_ = std::thread([this, signal, grace] {
-          CaptureAndKeep(absl::StrCat("generation ", generation_,
-                                      " was stopped for a failure"));
-          SignalAll(signal, grace);
-        });
-        return;
+        // Out of threads (EAGAIN: the pid limit): the signals go now,
+        // without the capture, rather than the agent abort.
+        try {
+          capture_thread_ = std::thread([this, signal, grace] {
+            CaptureAndKeep(absl::StrCat("generation ", generation_,
+                                        " was stopped for a failure"));
+            SignalAll(signal, grace);
+          });
+          return;
+        } catch (const std::system_error& e) {
+          ComponentLogger("agent")->error(
+              "generation {}: no thread to capture where its workers stand "
+              "before the stop ({}): they are stopped without it",
+              generation_, e.what());
+        }
       }
     }
   }
