@@ -55,13 +55,25 @@ bool AgentSession::Write(const pb::AgentMessage& message) {
 }
 
 void AgentSession::ReportHealth(const std::string& problem) {
-  std::lock_guard<std::mutex> lock(write_mutex_);
-  if (!open_) {
+  {
+    std::lock_guard<std::mutex> lock(health_mutex_);
     health_pending_ = problem;
-    return;
   }
+  // Without write_mutex_, a wake-up may come just before the heartbeat
+  // thread waits: it then writes the report at its next look, 250 ms at
+  // most later.
+  heartbeat_wakeup_.notify_all();
+}
+
+void AgentSession::WriteHealthLocked() {
+  std::optional<std::string> problem;
+  {
+    std::lock_guard<std::mutex> lock(health_mutex_);
+    problem.swap(health_pending_);
+  }
+  if (!problem) return;
   pb::AgentMessage health;
-  health.mutable_health()->set_problem(ToValidUtf8(problem));
+  health.mutable_health()->set_problem(ToValidUtf8(*problem));
   WriteLocked(health);
 }
 
@@ -139,12 +151,7 @@ SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
     std::lock_guard<std::mutex> lock(write_mutex_);
     open_ = true;
     WriteLocked(hello);
-    if (health_pending_) {
-      pb::AgentMessage health;
-      health.mutable_health()->set_problem(ToValidUtf8(*health_pending_));
-      WriteLocked(health);
-      health_pending_.reset();
-    }
+    WriteHealthLocked();
   }
   std::thread heartbeat([this] { HeartbeatLoop(); });
   std::thread lease([this] { WatchLease(); });
@@ -386,6 +393,7 @@ void AgentSession::HeartbeatLoop() {
     if (expired) break;
     if (due.datagram && udp_) udp_->SendHeartbeat();
     if (due.stream) WriteLocked(beat);
+    WriteHealthLocked();
     // At the next beat, or sooner to read acks.
     heartbeat_wakeup_.wait_until(
         lock, std::min(due.next, steady_clock::now() + period));

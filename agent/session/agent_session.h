@@ -46,14 +46,20 @@ class AgentSession {
   // effects answer, if any.
   void Apply(const AgentEffects& effects,
              const trl::launch::v1::RegistrationReply* reply = nullptr);
-  // Thread-safe: tells the coordinator this machine's health changed
-  // (empty: healthy); before the registration is written, right after it.
+  // Thread-safe and never waits for the stream: tells the coordinator this
+  // machine's health changed (empty: healthy), written by the heartbeat
+  // thread (before the registration is written: right after it). The
+  // agent calls it under its own lock, which a stop order (Ctrl-C) needs:
+  // a stalled stream must not hold that lock until the lease ends.
   void ReportHealth(const std::string& problem);
 
  private:
   bool Write(const trl::launch::v1::AgentMessage& message);
   // Write with write_mutex_ held; the core notes when it was sent.
   bool WriteLocked(const trl::launch::v1::AgentMessage& message);
+  // Writes the health report not yet written, if any; requires
+  // write_mutex_.
+  void WriteHealthLocked();
   void HeartbeatLoop();
   // Sends the lines of the coordinator's log subscriptions (LogRing) over
   // the stream until the session ends. A slow stream only fills the
@@ -93,8 +99,10 @@ class AgentSession {
 
   std::mutex write_mutex_;
   bool open_ = false;  // guarded by write_mutex_
-  // A health report that came before the registration was written.
-  std::optional<std::string> health_pending_;  // guarded by write_mutex_
+  // The health report not written yet (the newest: the coordinator keeps
+  // only the last). Its own lock: ReportHealth never waits for a write.
+  std::mutex health_mutex_;
+  std::optional<std::string> health_pending_;  // guarded by health_mutex_
   // Heartbeats over UDP, once the coordinator offered them; guarded by
   // write_mutex_.
   std::unique_ptr<UdpHeartbeatSender> udp_;
