@@ -219,9 +219,9 @@ std::vector<WorkerGroup::Captured> WorkerGroup::CaptureAndKeep(
     return stopping_ || shutting_down_;
   };
   // The flight recorders first: their dumps are written by the workers'
-  // own watchdogs while the stacks are read.
-  // A watchdog writes within its poll of the pipe (about a second); five
-  // is ample, and a dead one costs no more.
+  // own watchdogs while the stacks are read. A watchdog writes within its
+  // poll of the pipe (about a second); five is ample, and a dead one costs
+  // no more.
   const auto dumps_deadline = std::min(
       deadline, std::chrono::steady_clock::now() + std::chrono::seconds(5));
   std::vector<FlightRecorderRequest> dumps(alive.size());
