@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/terminal_text.h"
 
 namespace trl {
 
@@ -17,55 +18,18 @@ std::string Bounded(const std::string& text, size_t bytes) {
   return absl::StrCat(text.substr(0, end), "... [cut]");
 }
 
-namespace {
-
-// How many bytes at `at` encode a character a terminal would act on rather
-// than show: a C1 control (U+0080..U+009F; U+009B is CSI on some
-// terminals, as ESC [ is on all) or a bidi control, which reorders what
-// follows it on the line ("Trojan Source"): U+061C, U+200E, U+200F,
-// U+202A..U+202E, U+2066..U+2069. 0 for any other character.
-size_t InvisibleControlBytes(const std::string& text, size_t at) {
-  auto byte = [&](size_t i) {
-    return i < text.size() ? static_cast<unsigned char>(text[i]) : 0;
-  };
-  const unsigned char b0 = byte(at), b1 = byte(at + 1), b2 = byte(at + 2);
-  if (b0 == 0xC2 && b1 >= 0x80 && b1 <= 0x9F) return 2;  // C1
-  if (b0 == 0xD8 && b1 == 0x9C) return 2;                // U+061C
-  if (b0 == 0xE2 && b1 == 0x80 &&
-      (b2 == 0x8E || b2 == 0x8F || (b2 >= 0xAA && b2 <= 0xAE))) {
-    return 3;  // U+200E, U+200F, U+202A..U+202E
-  }
-  if (b0 == 0xE2 && b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9) return 3;
-  return 0;
-}
-
-}  // namespace
-
 std::string OneLine(const std::string& text) {
-  const std::string bounded = Bounded(text, kReasonBytes);
-  std::string line;
-  line.reserve(bounded.size());
-  for (size_t i = 0; i < bounded.size();) {
-    const unsigned char c = static_cast<unsigned char>(bounded[i]);
-    if (const size_t n = InvisibleControlBytes(bounded, i); n > 0) {
-      line += ' ';
-      i += n;
-    } else {
-      line += (c < 0x20 || c == 0x7f) ? ' ' : bounded[i];
-      ++i;
-    }
-  }
-  return line;
+  return TerminalSafe(Bounded(text, kReasonBytes));
 }
 
 WorkerExit FromProto(const pb::WorkerExited& exited) {
   WorkerExit exit;
   exit.exit_code = exited.exit_code();
   exit.signal = exited.signal();
-  exit.start_error = Bounded(exited.start_error(), kReasonBytes);
+  exit.start_error = OneLine(exited.start_error());
   exit.out_of_resources =
       exited.out_of_resources() && !exited.start_error().empty();
-  exit.reason = Bounded(exited.reason(), kReasonBytes);
+  exit.reason = OneLine(exited.reason());
   exit.where = OneLine(exited.where());
   // Agents send at most 20 lines of about 1 KiB.
   const int first = std::max(0, exited.last_lines_size() - kLines);
@@ -78,10 +42,12 @@ WorkerExit FromProto(const pb::WorkerExited& exited) {
 AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request) {
   AgentInfo info;
   info.machine_rank = request.machine_rank();
-  info.hostname = Bounded(request.hostname(), kNameBytes);
-  info.host_id = Bounded(request.host_id(), kNameBytes);
-  info.advertise_addr = Bounded(request.advertise_addr(), kNameBytes);
-  info.interface_name = Bounded(request.interface_name(), kNameBytes);
+  info.hostname = TerminalSafe(Bounded(request.hostname(), kNameBytes));
+  info.host_id = TerminalSafe(Bounded(request.host_id(), kNameBytes));
+  info.advertise_addr =
+      TerminalSafe(Bounded(request.advertise_addr(), kNameBytes));
+  info.interface_name =
+      TerminalSafe(Bounded(request.interface_name(), kNameBytes));
   info.local_world_size = request.local_world_size();
   info.local_device_count = request.local_device_count();
   info.agent_pid = request.agent_pid();

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/private_files.h"
+#include "common/terminal_text.h"
 
 namespace trl {
 
@@ -177,7 +178,7 @@ std::string FormatJobEvents(const pb::JobEvents& events) {
         event.machine_rank() < 0
             ? "job"
             : absl::StrCat("machine ", event.machine_rank()),
-        event.text());
+        TerminalSafe(event.text()));
   }
   return out;
 }

@@ -111,6 +111,31 @@ TEST(OneLineTest, ControlCharactersOfEveryKindBecomeSpaces) {
   EXPECT_EQ(OneLine("\xE2\x80\x8E\xE2\x80\x8F\xE2\x80\xAA\xD8\x9C"), "    ");
 }
 
+TEST(OneLineTest, AnAgentsNamesAndReasonsReachNoTerminalRaw) {
+  // A worker names its own source file (py-spy says it in the hang
+  // reason), and an agent its host: both reach `ps`, `diagnose` and the
+  // daemons' console.
+  pb::AgentRegistration registration;
+  registration.set_hostname(
+      "node\x1b]52;c;ZXZpbA==\x07"
+      "02");
+  registration.set_interface_name(
+      "eth\xE2\x80\xAE"
+      "0");
+  registration.set_local_world_size(1);
+  const AgentInfo info = AgentInfoFromRegistration(registration);
+  EXPECT_EQ(info.hostname, "node ]52;c;ZXZpbA== 02");
+  EXPECT_EQ(info.interface_name, "eth 0");
+  pb::WorkerExited exited;
+  exited.set_reason(
+      "hung; in f (\x1b[2J\xC2\x9B"
+      "6n.py:1)");
+  exited.set_start_error("no\nsuch file");
+  const WorkerExit exit = FromProto(exited);
+  EXPECT_EQ(exit.reason, "hung; in f ( [2J 6n.py:1)");
+  EXPECT_EQ(exit.start_error, "no such file");
+}
+
 TEST(OneLineTest, OtherCharactersStay) {
   // Characters whose UTF-8 is next to a control's: U+00E9, U+00A0,
   // U+2010, U+2070, U+061B, U+202F.
