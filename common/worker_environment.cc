@@ -112,25 +112,27 @@ void AddDeepSpeedVariables(const AccelerateConfig& config, Environment& env) {
 }
 
 // PyTorch's NCCL flight recorder, on and dumping under `stem`, for every
-// setting the user left alone. Each setting is a group of names (PyTorch
-// 2.6 renamed them and reads the new name first): a user's value under
-// any name of a group leaves the group as it is.
+// setting the user left alone. A setting is a group of variables (PyTorch
+// 2.6 renamed some and reads the new name first; the pipe is read once a
+// second only with dump-on-timeout on): a user's value for any variable of
+// a group leaves the whole group as it is.
 void AddFlightRecorderVariables(const Environment& inherited,
                                 const std::string& stem, Environment& env) {
-  const std::vector<std::pair<std::vector<const char*>, std::string>> settings =
-      {
-          {{"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, "2000"},
-          {{"TORCH_NCCL_DUMP_ON_TIMEOUT"}, "1"},
-          {{"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"},
-           stem},
-          {{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE"}, stem},
-      };
-  for (const auto& [names, value] : settings) {
+  using Group = std::vector<std::pair<const char*, std::string>>;
+  const std::vector<Group> settings = {
+      {{"TORCH_FR_BUFFER_SIZE", "2000"},
+       {"TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"}},
+      {{"TORCH_NCCL_DUMP_ON_TIMEOUT", "1"},
+       {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", stem}},
+      {{"TORCH_FR_DUMP_TEMP_FILE", stem},
+       {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", stem}},
+  };
+  for (const Group& group : settings) {
     const bool users = std::any_of(
-        names.begin(), names.end(),
-        [&inherited](const char* name) { return inherited.count(name) > 0; });
+        group.begin(), group.end(),
+        [&inherited](const auto& v) { return inherited.count(v.first) > 0; });
     if (users) continue;
-    for (const char* name : names) env[name] = value;
+    for (const auto& [name, value] : group) env[name] = value;
   }
 }
 

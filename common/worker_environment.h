@@ -78,12 +78,12 @@ inline constexpr char kOmpShareOfPhysicalCores[] =
 // set only when `inherited` lacks them (OMP_NUM_THREADS from the job, i.e.
 // --num_cpu_threads_per_process, wins over the inherited one, as in
 // Accelerate). So are PyTorch's NCCL flight recorder's (a trace buffer of
-// 2000 collectives, a dump on a watchdog timeout, the dump file and the
-// pipe that asks for one under `flight_recorder_stem`), each setting under
-// both the names PyTorch 2.6+ reads and the older ones, and never one name
-// of a pair the user set the other of. A job environment without WORLD_SIZE is
-// a plain process (Accelerate's DistributedType.NO): no torchrun rank
-// variables. TRL_AUTH_TOKEN, the cluster's token, is never passed on.
+// 2000 collectives; a dump on a watchdog timeout with the pipe that asks
+// for one; the dump file; under `flight_recorder_stem`), each setting
+// under both the names PyTorch 2.6+ reads and the older ones, and none of
+// a group one of whose variables the user set. A job environment without
+// WORLD_SIZE is a plain process (Accelerate's DistributedType.NO): no torchrun
+// rank variables. TRL_AUTH_TOKEN, the cluster's token, is never passed on.
 Environment BuildWorkerEnvironment(const Environment& inherited,
                                    const Environment& job_environment,
                                    const RankEnvironmentInputs& inputs);

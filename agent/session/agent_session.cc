@@ -575,6 +575,17 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     if (!options_.tls_cert.empty()) job_env["TRL_TLS_CERT"] = options_.tls_cert;
     if (!options_.tls_key.empty()) job_env["TRL_TLS_KEY"] = options_.tls_key;
   }
+  // PyTorch's NCCL process group ends its rank if it cannot make the
+  // flight recorder's pipe: the recorder is set up only where one can be.
+  std::string no_pipe;
+  const bool flight_recorder =
+      have_dir && !dir_error && CanMakePipeIn(worker_dir.string(), &no_pipe);
+  if (have_dir && !dir_error && !flight_recorder) {
+    Log()->warn(
+        "the workers' NCCL flight recorder is left off: no pipe can be made "
+        "in {}: {}",
+        worker_dir.string(), no_pipe);
+  }
   std::vector<WorkerLaunch> launches;
   for (int local = 0; local < a.local_world_size(); ++local) {
     const int rank = a.rank_offset() + local;
@@ -590,7 +601,9 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
           worker_dir / absl::StrCat("rank", rank, ".error.json");
       inputs.heartbeat_file =
           worker_dir / absl::StrCat("rank", rank, ".heartbeat");
-      inputs.flight_recorder_stem = worker_dir / "nccl_flight_recorder.rank";
+      if (flight_recorder) {
+        inputs.flight_recorder_stem = worker_dir / "nccl_flight_recorder.rank";
+      }
     }
     inputs.working_directory = options_.working_directory;
     WorkerLaunch launch;

@@ -16,11 +16,16 @@ namespace {
 
 constexpr std::chrono::milliseconds kPoll{50};
 
-std::chrono::system_clock::time_point ModifiedAt(const struct stat& st) {
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::seconds(st.st_mtim.tv_sec) +
-          std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+DumpFileState StateOf(const std::string& path) {
+  DumpFileState state;
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return state;
+  state.exists = true;
+  state.inode = st.st_ino;
+  state.modified_ns =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  state.size = st.st_size;
+  return state;
 }
 
 }  // namespace
@@ -38,6 +43,16 @@ FlightRecorderPaths FlightRecorderPathsOf(
   if (dump_stem.empty()) dump_stem = "/tmp/nccl_trace_rank_";
   return {absl::StrCat(pipe_stem, rank, ".pipe"),
           absl::StrCat(dump_stem, rank)};
+}
+
+bool CanMakePipeIn(const std::string& dir, std::string* why) {
+  const std::string probe = absl::StrCat(dir, "/.trl-pipe-probe-", getpid());
+  if (mkfifo(probe.c_str(), 0600) != 0) {
+    if (why != nullptr) *why = std::strerror(errno);
+    return false;
+  }
+  unlink(probe.c_str());
+  return true;
 }
 
 FlightRecorderRequest AskForFlightRecorderDump(
@@ -75,7 +90,7 @@ FlightRecorderRequest AskForFlightRecorderDump(
                             : std::strerror(open_error));
     return request;
   }
-  request.when = std::chrono::system_clock::now();
+  request.before = StateOf(paths.dump);
   const char byte = '1';
   request.asked = write(fd, &byte, 1) == 1;
   if (!request.asked) {
@@ -91,19 +106,16 @@ std::string AwaitFlightRecorderDump(
     std::chrono::steady_clock::time_point deadline,
     const std::function<bool()>& abandoned) {
   if (!request.asked) return request.note;
-  off_t last_size = -1;
+  DumpFileState last;
   while (true) {
-    struct stat st {};
-    // The file's modification time is the file system's clock, which may
-    // be coarser than ours: a second's slack.
-    if (lstat(paths.dump.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ModifiedAt(st) + std::chrono::seconds(1) >= request.when) {
-      if (st.st_size > 0 && st.st_size == last_size) {
+    const DumpFileState now = StateOf(paths.dump);
+    if (now.exists && !(now == request.before) && now.size > 0) {
+      if (now == last) {
         return absl::StrCat("NCCL flight recorder: dumped to ", paths.dump,
-                            " (", st.st_size, " bytes)");
+                            " (", now.size, " bytes)");
       }
-      last_size = st.st_size;
     }
+    last = now;
     if (std::chrono::steady_clock::now() + kPoll > deadline ||
         (abandoned && abandoned())) {
       return absl::StrCat("NCCL flight recorder: asked through ", paths.pipe,

@@ -9,6 +9,7 @@
 #define TRL_AGENT_WORKERS_FLIGHT_RECORDER_H_
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -28,11 +29,29 @@ struct FlightRecorderPaths {
 FlightRecorderPaths FlightRecorderPathsOf(
     const std::map<std::string, std::string>& environment, int rank);
 
+// Whether a pipe can be made in `dir`: PyTorch's NCCL process group makes
+// its pipe with a check that ends the rank when mkfifo fails (a file
+// system without FIFOs, a directory that could not be made), so the
+// recorder's variables are set only where this holds. `why` says why not.
+bool CanMakePipeIn(const std::string& dir, std::string* why);
+
+// A dump file as it was: a new dump is one that differs from it.
+struct DumpFileState {
+  bool exists = false;
+  uint64_t inode = 0;
+  int64_t modified_ns = 0;
+  int64_t size = 0;
+  bool operator==(const DumpFileState& other) const {
+    return exists == other.exists && inode == other.inode &&
+           modified_ns == other.modified_ns && size == other.size;
+  }
+};
+
 // What came of asking for a dump.
 struct FlightRecorderRequest {
-  bool asked = false;  // the rank's pipe took the request
-  std::chrono::system_clock::time_point when;
-  std::string note;  // why it was not asked, when it was not
+  bool asked = false;    // the rank's pipe took the request
+  DumpFileState before;  // the dump file when it was asked
+  std::string note;      // why it was not asked, when it was not
 };
 
 // Writes one byte to the rank's pipe, never blocking and never through a
@@ -42,9 +61,10 @@ FlightRecorderRequest AskForFlightRecorderDump(
     const FlightRecorderPaths& paths);
 
 // Waits, polling, until the dump asked for in `request` has been written
-// (the file exists, changed since the request and its size held for one
-// poll), until `deadline` or until `abandoned` says so; one line for the
-// rank's stacks file either way.
+// (the file differs from what it was when asked, in inode, time or size,
+// is not empty and its size held for one poll; no clock is compared: the
+// file's may be another machine's), until `deadline` or until `abandoned` says
+// so; one line for the rank's stacks file either way.
 std::string AwaitFlightRecorderDump(
     const FlightRecorderPaths& paths, const FlightRecorderRequest& request,
     std::chrono::steady_clock::time_point deadline,

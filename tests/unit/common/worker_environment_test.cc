@@ -295,6 +295,13 @@ TEST(WorkerEnvironmentTest,
   EXPECT_EQ(env.count("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), 0u);
   EXPECT_EQ(env.at("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"),
             inputs.flight_recorder_stem);
+  // Dump-on-timeout off: the pipe would be read every 8 minutes, not every
+  // second, so it is not made either.
+  const Environment off = BuildWorkerEnvironment(
+      {{"TORCH_NCCL_DUMP_ON_TIMEOUT", "0"}}, {{"WORLD_SIZE", "2"}}, inputs);
+  EXPECT_EQ(off.at("TORCH_NCCL_DUMP_ON_TIMEOUT"), "0");
+  EXPECT_EQ(off.count("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"), 0u);
+  EXPECT_EQ(off.at("TORCH_FR_BUFFER_SIZE"), "2000");
 }
 
 TEST(WorkerEnvironmentTest,
