@@ -412,7 +412,22 @@ void WorkerGroup::SignalAll(const StopSignal& signal,
   if (stopping_) return;
   stopping_ = true;
   kill_at_ = kill_at;
-  grace_thread_ = std::thread([this] { EnforceGrace(); });
+  changed_.notify_all();  // a capture waited for ends: the stop is here
+  try {
+    grace_thread_ = std::thread([this] { EnforceGrace(); });
+  } catch (const std::system_error& error) {
+    // Out of threads (EAGAIN): no one would SIGKILL them after the grace,
+    // so they get it now.
+    ComponentLogger("agent")->error(
+        "generation {}: cannot start the stop's grace period ({}): the "
+        "workers are killed now",
+        generation_, error.what());
+    for (auto& worker : workers_) {
+      if (!worker->exited && worker->process) {
+        worker->process->SignalGroup(SIGKILL);
+      }
+    }
+  }
 }
 
 void WorkerGroup::EnforceGrace() {

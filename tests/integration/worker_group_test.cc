@@ -289,5 +289,55 @@ TEST_F(WorkerGroupTest, ASecondStopCutsARunningPySpyShort) {
   fs::remove_all(dir);
 }
 
+// A failure's stop that arrives while a hang's capture reads the workers
+// waits for that capture before it signals: a signal sent meanwhile would
+// move the workers the capture is still reading (on another machine, a
+// peer's kill wakes a rank from its collective). The worker's exit then
+// carries where it stood.
+TEST_F(WorkerGroupTest, AStopWaitsForAHangsCaptureUnderWay) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("trl-capture-wait-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path started = dir / "started";
+  const fs::path release = dir / "release";
+  HangOptions hangs;
+  hangs.detect.cpu_timeout = milliseconds(300);
+  hangs.detect.output_timeout = seconds(0);
+  hangs.py_spy = (dir / "py-spy").string();
+  // A py-spy that answers when the test says so.
+  std::ofstream(hangs.py_spy)
+      << "#!/bin/sh\n: > " << started.string() << "\nwhile [ ! -e "
+      << release.string() << " ]; do sleep 0.05; done\n";
+  fs::permissions(hangs.py_spy, fs::perms::owner_all);
+  WorkerLaunch launch = Shell(0, "exec sleep 30");
+  launch.stacks_path = (dir / "rank0.stacks.txt").string();
+  {
+    WorkerGroup group(0, &console_, recorder_.Events(), seconds(5), hangs);
+    group.Start({launch});
+    recorder_.Seen(1);
+    const auto deadline = steady_clock::now() + seconds(10);
+    while (!fs::exists(started) && steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ASSERT_TRUE(fs::exists(started)) << "the hang's capture never began";
+    group.Stop(StopSignal{SIGTERM}, std::nullopt, /*capture_first=*/true);
+    std::this_thread::sleep_for(milliseconds(500));
+    EXPECT_FALSE(group.WaitUntilAllExited(steady_clock::now()))
+        << "the stop signalled while the hang's capture read the worker";
+    std::ofstream(release.string()).put('\n');
+    ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+  }
+  const auto events = recorder_.Seen(2);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].exited_rank, 0);
+  EXPECT_EQ(events[1].outcome.exit.signal, SIGTERM)
+      << "killed by the hang (SIGKILL) rather than stopped";
+  EXPECT_FALSE(events[1].outcome.where.empty());
+  EXPECT_FALSE(events[1].outcome.own_end);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trl
