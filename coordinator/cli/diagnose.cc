@@ -36,7 +36,8 @@ void AddDiagnoseFlags(CLI::App& app, DiagnoseFlags& flags) {
                  "Only this generation (default: every one)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   app.add_option("--timeout", flags.timeout_s,
-                 "Seconds to wait for a running coordinator's answer");
+                 "Seconds to wait for a running coordinator's answer")
+      ->check(CLI::Range(0.001, 86400.0));
   AddCredentialFlags(app, flags.connection);
 }
 

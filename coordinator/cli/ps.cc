@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "common/auth_token.h"
+#include "coordinator/record/diagnosis.h"
 #include "coordinator/status/table.h"
 #include "coordinator/status/view.h"
 #include "proto/trl_launch.grpc.pb.h"
@@ -15,7 +17,35 @@ namespace trl {
 namespace pb = trl::launch::v1;
 
 namespace {
+
 constexpr int kMaxStatusBytes = 256 << 20;
+// The newest events looked at for the last stop: a stop and where its
+// ranks stood come after the generation's start; a restarted generation
+// adds its own start and a few more.
+constexpr int kEventsForLastStop = 256;
+
+// Why the newest stopped generation stopped and where its ranks stood
+// (record/diagnosis.h), under the table; "" when none stopped among the
+// newest events, or the coordinator does not answer (an older one).
+std::string LastStop(const CoordinatorClient& client, double timeout_s) {
+  grpc::ClientContext context;
+  if (!client.bearer.empty()) {
+    context.AddMetadata(kAuthMetadataKey, client.bearer);
+  }
+  context.set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  pb::JobEventsRequest request;
+  request.set_limit(kEventsForLastStop);
+  pb::JobEvents events;
+  if (!client.stub->GetJobEvents(&context, request, &events).ok()) return "";
+  const int64_t generation = LastStoppedGeneration(events);
+  if (generation < 0) return "";
+  events.set_left_out(0);  // said by `trl-coord diagnose`, not here
+  return absl::StrCat("\nLAST STOP (trl-coord diagnose says every one)\n",
+                      DiagnoseJob(events, generation));
+}
+
 }  // namespace
 
 void AddPsFlags(CLI::App& app, PsFlags& flags) {
@@ -28,7 +58,8 @@ void AddPsFlags(CLI::App& app, PsFlags& flags) {
                "Ask for the summary only (counts by state, the machines and "
                "ranks that need attention, the last failures), whatever the "
                "job's size; with --json, as JSON");
-  app.add_option("--timeout", flags.timeout_s, "Seconds to wait for an answer");
+  app.add_option("--timeout", flags.timeout_s, "Seconds to wait for an answer")
+      ->check(CLI::Range(0.001, 86400.0));
   AddCredentialFlags(app, flags.connection);
 }
 
@@ -78,8 +109,9 @@ int RunPs(const PsFlags& flags) {
                            : "");
     return 1;
   }
-  const std::string text = flags.json ? FormatJobJson(status)
-                                      : FormatJobTable(status, flags.every_row);
+  std::string text = flags.json ? FormatJobJson(status)
+                                : FormatJobTable(status, flags.every_row);
+  if (!flags.json) text += LastStop(*client, flags.timeout_s);
   std::fputs(text.c_str(), stdout);
   if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
   return 0;

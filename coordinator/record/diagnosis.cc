@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/terminal_text.h"
 
 namespace trl {
 
@@ -69,8 +70,9 @@ std::string DiagnoseJob(const pb::JobEvents& events, int64_t generation) {
       if (g.told.empty()) continue;
       absl::StrAppend(&out, "before the first generation\n");
     } else if (g.start != nullptr) {
-      absl::StrAppend(&out, "generation ", number, " (", g.start->text(),
-                      "), started ", TimeOfDay(g.start->unix_ms()), "\n");
+      absl::StrAppend(&out, "generation ", number, " (",
+                      TerminalSafe(g.start->text()), "), started ",
+                      TimeOfDay(g.start->unix_ms()), "\n");
     } else {
       absl::StrAppend(&out, "generation ", number, "\n");
     }
@@ -81,7 +83,8 @@ std::string DiagnoseJob(const pb::JobEvents& events, int64_t generation) {
     for (const pb::JobEvent* event : g.told) {
       if (event->kind() == "stood") {
         absl::StrAppend(&out, "  where its ranks stood:\n");
-        for (absl::string_view place : absl::StrSplit(event->text(), "; ")) {
+        for (absl::string_view place :
+             absl::StrSplit(TerminalSafe(event->text()), "; ")) {
           absl::StrAppend(&out, "    ", place, "\n");
         }
         continue;
@@ -92,7 +95,7 @@ std::string DiagnoseJob(const pb::JobEvents& events, int64_t generation) {
           event->machine_rank() >= 0 && event->kind() != "unhealthy"
               ? absl::StrCat("machine ", event->machine_rank(), ": ")
               : "",
-          event->text(), "\n");
+          TerminalSafe(event->text()), "\n");
     }
   }
   if (out.empty()) {
@@ -101,6 +104,14 @@ std::string DiagnoseJob(const pb::JobEvents& events, int64_t generation) {
                : "no generation has started yet\n";
   }
   return out;
+}
+
+int64_t LastStoppedGeneration(const pb::JobEvents& events) {
+  int64_t last = -1;
+  for (const pb::JobEvent& event : events.events()) {
+    if (event.kind() == "stopping") last = event.generation();
+  }
+  return last;
 }
 
 }  // namespace trl

@@ -21,6 +21,9 @@ namespace trl {
 std::string DiagnoseJob(const trl::launch::v1::JobEvents& events,
                         int64_t generation = -1);
 
+// The newest generation stopped for a cause (a "stopping" event), or -1.
+int64_t LastStoppedGeneration(const trl::launch::v1::JobEvents& events);
+
 }  // namespace trl
 
 #endif  // TRL_COORDINATOR_RECORD_DIAGNOSIS_H_

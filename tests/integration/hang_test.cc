@@ -3,6 +3,7 @@
 // print nothing. Before the kill, what each worker was doing is kept in
 // its generation's run directory and named in the failure; the job
 // restarts and finishes.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -203,6 +204,15 @@ TEST_F(HangTest, DiagnoseSaysWhyAGenerationStoppedAndWhereTheOddRankStood) {
             std::string::npos)
       << said;
   EXPECT_EQ(said.find("generation 1"), std::string::npos) << said;
+  // `ps` says the same under its table.
+  Subprocess ps(
+      {TRL_COORD_BIN, "ps", "--address", "127.0.0.1:" + std::to_string(port_)});
+  ASSERT_EQ(ps.Wait(seconds(10)), 0) << ps.Output();
+  EXPECT_NE(ps.Stdout().find("\nLAST STOP (trl-coord diagnose says every "
+                             "one)\n" +
+                             said),
+            std::string::npos)
+      << ps.Stdout();
   coord->Signal(SIGINT);
   coord->Wait(seconds(30));
   agent->Wait(seconds(30));
@@ -277,6 +287,45 @@ TEST(FindPySpyTest, APySpyAnotherUserCouldReplaceIsNotRun) {
   std::filesystem::remove_all(dir);
 }
 
+// A dump that was there before the request is not the one asked for: only
+// a file that changed since counts, whatever its clock says.
+TEST(FlightRecorderTest, OnlyADumpWrittenAfterTheRequestCounts) {
+  const std::string dir =
+      ::testing::TempDir() + "/trl-fr-dump-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const FlightRecorderPaths paths =
+      FlightRecorderPathsOf({{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", dir + "/fr."},
+                             {"TORCH_FR_DUMP_TEMP_FILE", dir + "/dump."}},
+                            0);
+  ASSERT_EQ(mkfifo(paths.pipe.c_str(), 0600), 0);
+  const int reader = open(paths.pipe.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  {
+    std::ofstream old(paths.dump);
+    old << "an older dump, of a watchdog's timeout";
+  }
+  const FlightRecorderRequest request = AskForFlightRecorderDump(paths);
+  ASSERT_TRUE(request.asked) << request.note;
+  char byte = 0;
+  EXPECT_EQ(read(reader, &byte, 1), 1);
+  EXPECT_EQ(byte, '1');
+  const auto soon = [] {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  };
+  EXPECT_NE(AwaitFlightRecorderDump(paths, request, soon())
+                .find("no dump at " + paths.dump),
+            std::string::npos);
+  {
+    std::ofstream fresh(paths.dump, std::ios::trunc);
+    fresh << "the dump asked for";
+  }
+  EXPECT_EQ(AwaitFlightRecorderDump(paths, request, soon()),
+            "NCCL flight recorder: dumped to " + paths.dump + " (18 bytes)");
+  close(reader);
+  std::filesystem::remove_all(dir);
+}
+
 // The run directory is the worker's: what it leaves at its pipe's path is
 // looked at, never written unless it is a FIFO someone reads.
 TEST(FlightRecorderTest, OnlyAFifoThatIsReadIsWritten) {
@@ -310,9 +359,17 @@ TEST(FlightRecorderTest, OnlyAFifoThatIsReadIsWritten) {
 
   std::filesystem::remove(paths.pipe);
   ASSERT_EQ(mkfifo((dir + "/elsewhere").c_str(), 0600), 0);
+  // Someone reads the FIFO the link points at: followed, it would be
+  // written.
+  const int elsewhere =
+      open((dir + "/elsewhere").c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(elsewhere, 0);
   std::filesystem::create_symlink(dir + "/elsewhere", paths.pipe);
   request = AskForFlightRecorderDump(paths);
   EXPECT_FALSE(request.asked) << "a link was followed";
+  char byte;
+  EXPECT_LE(read(elsewhere, &byte, 1), 0) << "a link was followed";
+  close(elsewhere);
 
   std::filesystem::remove(paths.pipe);
   ASSERT_EQ(mkfifo(paths.pipe.c_str(), 0600), 0);

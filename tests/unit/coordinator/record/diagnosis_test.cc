@@ -62,6 +62,25 @@ TEST(DiagnosisTest, SaysWhyAGenerationStoppedAndWhereEachRankStood) {
       "0\n");
 }
 
+TEST(DiagnosisTest, NothingATerminalWouldActOnIsPrinted) {
+  pb::JobEvents events;
+  *events.add_events() = Event(0, "generation", "world size 1\x1b[2J");
+  *events.add_events() = Event(0, "stopping", "rank 0\x1b]0;owned\x07 hung");
+  *events.add_events() = Event(0, "stood",
+                               "rank 0 in f (\xC2\x9B"
+                               "6n.py:1)");
+  const std::string said = DiagnoseJob(events);
+  EXPECT_EQ(said.find('\x1b'), std::string::npos) << said;
+  EXPECT_EQ(said.find('\x07'), std::string::npos) << said;
+  EXPECT_EQ(said.find("\xC2\x9B"), std::string::npos) << said;
+  EXPECT_NE(said.find("rank 0 ]0;owned  hung"), std::string::npos) << said;
+}
+
+TEST(DiagnosisTest, TheLastStoppedGeneration) {
+  EXPECT_EQ(LastStoppedGeneration(HungThenFinished()), 0);
+  EXPECT_EQ(LastStoppedGeneration(pb::JobEvents()), -1);
+}
+
 TEST(DiagnosisTest, OneGenerationAndAQuietOne) {
   pb::JobEvents events = HungThenFinished();
   const std::string first = DiagnoseJob(events, 0);
