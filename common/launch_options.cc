@@ -291,6 +291,12 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
   app.add_option(FlagNames("rdzv_timeout"), o.rdzv_timeout_s,
                  "Seconds to wait for the coordinator or for all agents "
                  "(env TRL_RDZV_TIMEOUT)");
+  app.add_option(FlagNames("waiting_report_interval"),
+                 o.waiting_report_interval_s,
+                 "Seconds between the coordinator's reports of the machines "
+                 "it still waits for, with the command to run on them (0: "
+                 "none)")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option(FlagNames("heartbeat_interval"), o.heartbeat_interval_s,
                  "Seconds between agent heartbeats (env "
                  "TRL_HEARTBEAT_INTERVAL)");

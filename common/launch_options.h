@@ -63,6 +63,9 @@ struct LaunchOptions {
   std::string advertise_addr;
   double stop_grace_s = 30;
   double rdzv_timeout_s = 900;
+  // While the coordinator waits for machines, how often it says which
+  // (0: never).
+  double waiting_report_interval_s = 15;
   double heartbeat_interval_s = 1;
   int heartbeat_misses = 3;
   double rejoin_timeout_s = 300;

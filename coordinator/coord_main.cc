@@ -176,6 +176,9 @@ absl::StatusOr<JobPlan> PlanJob(const StartFlags& flags,
   auto policy = trl::JobPolicyFromFlags(o);
   if (!policy.ok()) return policy.status();
   options.policy = *std::move(policy);
+  options.waiting_report_interval = std::chrono::milliseconds(
+      static_cast<int64_t>(o.waiting_report_interval_s * 1000));
+  options.agent_command = trl::AgentCommandFor(o, *config);
   plan.config = *std::move(config);
   return plan;
 }

@@ -6,6 +6,7 @@
 #ifndef TRL_COORDINATOR_OWNER_COORDINATOR_OPTIONS_H_
 #define TRL_COORDINATOR_OWNER_COORDINATOR_OPTIONS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -58,6 +59,11 @@ struct CoordinatorOptions {
   // token (TRL_STORE_TOKEN); unset: the job has no store.
   std::function<std::string(const std::string& job_id, int64_t generation)>
       open_store_generation;
+  // While the job waits for its machines, how often it says which (zero:
+  // never), and the command that starts machine N's agent, up to
+  // "--machine_rank" (owner/waiting_report.h).
+  std::chrono::milliseconds waiting_report_interval{15000};
+  std::string agent_command = "trl-agent --machine_rank";
 };
 
 // The state machine's settings for the job `options` describe; every

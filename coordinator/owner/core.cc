@@ -32,6 +32,8 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       machine_(JobSettingsOf(options_), clock_()),
       journal_(machine_, options_.state_file, options_.resume.has_value(),
                wall_clock_),
+      waiting_report_(options_.waiting_report_interval, options_.agent_command,
+                      options_.policy.registration_timeout),
       record_(options_.state_file, options_.job_id, options_.identity, clock_,
               wall_clock_, work_.AsOffload()),
       preparer_(options_, std::move(rendezvous), clock_, machine_, agents_,
@@ -246,7 +248,26 @@ std::optional<TimePoint> CoordinatorCore::NextDeadline() const {
 
 void CoordinatorCore::Tick() {
   Execute(machine_.Tick(clock_()));
+  SayWhoIsAwaited();
   journal_.Flush();
+}
+
+void CoordinatorCore::SayWhoIsAwaited() {
+  const JobSettings& settings = machine_.settings();
+  std::vector<int> missing;
+  for (int m = 0; m < settings.num_machines; ++m) {
+    auto node = machine_.nodes().find(m);
+    if (node == machine_.nodes().end() || !node->second.connected) {
+      missing.push_back(m);
+    }
+  }
+  const int needed =
+      settings.min_machines > 0 ? settings.min_machines : settings.num_machines;
+  if (const auto line = waiting_report_.Due(
+          machine_.phase() == JobPhase::kWaitingForAgents, missing, needed,
+          settings.num_machines, clock_())) {
+    Log()->warn("{}", *line);
+  }
 }
 
 int CoordinatorCore::MachineOf(const AgentLink* link) const {

@@ -37,6 +37,7 @@
 #include "coordinator/owner/heartbeat_sessions.h"
 #include "coordinator/owner/job_record_keeper.h"
 #include "coordinator/owner/offloaded_work.h"
+#include "coordinator/owner/waiting_report.h"
 #include "coordinator/record/events.h"
 #include "coordinator/record/state_file.h"
 #include "coordinator/status/job_status.h"
@@ -154,6 +155,8 @@ class CoordinatorCore {
   // now, and tells them.
   void ApplyHandovers(const std::vector<Handover>& handovers);
   void RememberStopSignal(const StopSignal& signal);
+  // The machines the job still waits for, when it is time to say so.
+  void SayWhoIsAwaited();
 
   const CoordinatorOptions options_;
   const Clock clock_;
@@ -178,6 +181,8 @@ class CoordinatorCore {
   int64_t stood_told_ = -1;
   // What decisions say to the operator, and the job's history.
   DecisionJournal journal_;
+  // Which machines the job still waits for, said every so often.
+  WaitingReport waiting_report_;
   // The job's record for a restarted coordinator; its writes are
   // offloaded work.
   JobRecordKeeper record_;

@@ -252,6 +252,28 @@ TEST_F(LauncherTest, MissingMachineFailsTheJobAfterTheRendezvousTimeout) {
       << coord->Stderr();
 }
 
+TEST_F(LauncherTest, AWaitingCoordinatorSaysWhichMachineAndWhatToRunThere) {
+  // Machine 1 never comes: the coordinator says so every interval, with
+  // the command that would start it, until the wait ends.
+  auto coord = StartCoordinator(
+      2, 4, Worker(),
+      {"--rdzv_timeout", "3", "--waiting_report_interval", "1"});
+  ASSERT_EQ(coord->Wait(seconds(20)), 1) << coord->Output();
+  const std::string said = coord->Stderr();
+  // The owner ticks about every second: "after 1 s" or 2 s.
+  const std::regex line(
+      "still waiting for machine 1 of 2 after [12] s; the wait ends in [0-9]+ "
+      "s \\(--rdzv_timeout\\)\\. On its host, run: trl-agent --num_machines 2 "
+      "--num_processes 4 --main_process_ip 127\\.0\\.0\\.1 "
+      "--main_process_port " +
+      std::to_string(port_) + " --machine_rank 1\n");
+  EXPECT_TRUE(std::regex_search(said, line)) << said;
+  const std::string again = "still waiting for machine 1 of 2 after";
+  EXPECT_NE(said.find(again), said.rfind(again))
+      << "said once only, not every interval\n"
+      << said;
+}
+
 TEST_F(LauncherTest, SecondCoordinatorOnTheSamePortFails) {
   auto first = StartCoordinator(2, 4, Worker());
   ASSERT_TRUE(first->WaitForOutput("waiting for 2 machine(s)", seconds(10)))
