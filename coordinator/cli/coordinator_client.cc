@@ -15,6 +15,22 @@ namespace trl {
 
 namespace pb = trl::launch::v1;
 
+std::unique_ptr<grpc::ClientContext> CallContext(
+    const CoordinatorClient& client, std::chrono::milliseconds timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (!client.bearer.empty()) {
+    context->AddMetadata(kAuthMetadataKey, client.bearer);
+  }
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+  return context;
+}
+
+std::unique_ptr<grpc::ClientContext> CallContext(
+    const CoordinatorClient& client, double seconds) {
+  return CallContext(
+      client, std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+}
+
 void AddAddressFlags(CLI::App& app, CoordinatorConnectionFlags& flags) {
   app.add_option("--config_file,--config-file", flags.config_file,
                  "Accelerate config of the job (main_process_ip:port)");

@@ -5,6 +5,7 @@
 #ifndef TRL_COORDINATOR_CLI_COORDINATOR_CLIENT_H_
 #define TRL_COORDINATOR_CLI_COORDINATOR_CLIENT_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -44,6 +45,14 @@ struct CoordinatorClient {
 // `max_reconnect_backoff_ms` (0: gRPC's, up to 120 s) bounds how long a
 // long-lived client waits between tries to reach a coordinator that went
 // away.
+// A call's context: the client's bearer (when it has one) and a deadline
+// `timeout` from now.
+std::unique_ptr<grpc::ClientContext> CallContext(
+    const CoordinatorClient& client, std::chrono::milliseconds timeout);
+// The same, `seconds` from now (a flag's value).
+std::unique_ptr<grpc::ClientContext> CallContext(
+    const CoordinatorClient& client, double seconds);
+
 absl::StatusOr<CoordinatorClient> ConnectToCoordinator(
     const CoordinatorConnectionFlags& flags, int max_receive_bytes,
     int max_reconnect_backoff_ms = 0);

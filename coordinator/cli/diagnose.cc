@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include "common/auth_token.h"
 #include "coordinator/cli/events.h"
 #include "coordinator/record/diagnosis.h"
 #include "coordinator/record/events.h"
@@ -73,16 +72,10 @@ int RunDiagnose(const DiagnoseFlags& flags) {
                  std::string(client.status().message()).c_str());
     return 2;
   }
-  grpc::ClientContext context;
-  if (!client->bearer.empty()) {
-    context.AddMetadata(kAuthMetadataKey, client->bearer);
-  }
-  context.set_deadline(
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
   pb::JobEvents events;
   const grpc::Status rpc =
-      client->stub->GetJobEvents(&context, pb::JobEventsRequest(), &events);
+      client->stub->GetJobEvents(CallContext(*client, flags.timeout_s).get(),
+                                 pb::JobEventsRequest(), &events);
   if (!rpc.ok()) {
     std::fprintf(stderr,
                  "trl-coord diagnose: %sand the coordinator at %s did not "

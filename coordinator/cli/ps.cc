@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "common/auth_token.h"
 #include "coordinator/record/diagnosis.h"
 #include "coordinator/status/table.h"
 #include "coordinator/status/view.h"
@@ -28,17 +27,15 @@ constexpr int kEventsForLastStop = 256;
 // (record/diagnosis.h), under the table; "" when none stopped among the
 // newest events, or the coordinator does not answer (an older one).
 std::string LastStop(const CoordinatorClient& client, double timeout_s) {
-  grpc::ClientContext context;
-  if (!client.bearer.empty()) {
-    context.AddMetadata(kAuthMetadataKey, client.bearer);
-  }
-  context.set_deadline(
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   pb::JobEventsRequest request;
   request.set_limit(kEventsForLastStop);
   pb::JobEvents events;
-  if (!client.stub->GetJobEvents(&context, request, &events).ok()) return "";
+  if (!client.stub
+           ->GetJobEvents(CallContext(client, timeout_s).get(), request,
+                          &events)
+           .ok()) {
+    return "";
+  }
   const int64_t generation = LastStoppedGeneration(events);
   if (generation < 0) return "";
   events.set_left_out(0);  // said by `trl-coord diagnose`, not here
@@ -74,14 +71,8 @@ int RunPs(const PsFlags& flags) {
   }
   const std::string& address = client->address;
   auto ask = [&](const pb::JobStatusRequest& request, pb::JobStatus* status) {
-    grpc::ClientContext context;
-    if (!client->bearer.empty()) {
-      context.AddMetadata(kAuthMetadataKey, client->bearer);
-    }
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(
-                             static_cast<int64_t>(flags.timeout_s * 1000)));
-    return client->stub->GetJobStatus(&context, request, status);
+    return client->stub->GetJobStatus(
+        CallContext(*client, flags.timeout_s).get(), request, status);
   };
   // The whole status for --json and --ranks; otherwise the summary, which
   // carries the totals: a small job is then asked for whole, and printed

@@ -1,28 +1,11 @@
 #include "coordinator/cli/ui_client.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/auth_token.h"
 #include "coordinator/status/page.h"
 
 namespace trl {
 
 namespace pb = trl::launch::v1;
-
-namespace {
-
-// A context with the client's bearer (certificates of your own) and the
-// deadline.
-std::unique_ptr<grpc::ClientContext> NewContext(
-    const CoordinatorClient& client, std::chrono::milliseconds timeout) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  if (!client.bearer.empty()) {
-    context->AddMetadata(kAuthMetadataKey, client.bearer);
-  }
-  context->set_deadline(std::chrono::system_clock::now() + timeout);
-  return context;
-}
-
-}  // namespace
 
 ChannelKeeper::ChannelKeeper(std::shared_ptr<grpc::Channel> channel)
     : channel_(std::move(channel)) {
@@ -79,7 +62,7 @@ StatusSources RemoteStatusSources(
       -> absl::StatusOr<pb::JobStatus> {
     pb::JobStatus status;
     const grpc::Status rpc = client->stub->GetJobStatus(
-        NewContext(*client, timeout).get(), request, &status);
+        CallContext(*client, timeout).get(), request, &status);
     if (!rpc.ok()) return RpcFailure(rpc, client->address);
     return status;
   };
@@ -89,7 +72,7 @@ StatusSources RemoteStatusSources(
   sources.events = [client, timeout]() -> absl::StatusOr<pb::JobEvents> {
     pb::JobEvents events;
     const grpc::Status rpc = client->stub->GetJobEvents(
-        NewContext(*client, timeout).get(), pb::JobEventsRequest(), &events);
+        CallContext(*client, timeout).get(), pb::JobEventsRequest(), &events);
     if (!rpc.ok()) return RpcFailure(rpc, client->address);
     return events;
   };

@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "common/auth_token.h"
 #include "proto/trl_launch.grpc.pb.h"
 
 namespace trl {
@@ -28,17 +27,11 @@ int RunUncordon(const UncordonFlags& flags) {
                  std::string(client.status().message()).c_str());
     return 2;
   }
-  grpc::ClientContext context;
-  if (!client->bearer.empty()) {
-    context.AddMetadata(kAuthMetadataKey, client->bearer);
-  }
-  context.set_deadline(
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
   pb::UncordonRequest request;
   request.set_hostname(flags.hostname);
   pb::UncordonReply reply;
-  const grpc::Status rpc = client->stub->Uncordon(&context, request, &reply);
+  const grpc::Status rpc = client->stub->Uncordon(
+      CallContext(*client, flags.timeout_s).get(), request, &reply);
   if (!rpc.ok()) {
     std::fprintf(stderr, "trl-coord uncordon: %s: %s\n",
                  client->address.c_str(), rpc.error_message().c_str());
