@@ -37,6 +37,14 @@ DELIBERATE = {
     "GLOO_SOCKET_IFNAME": "the interface of the machine's advertised address",
     "NCCL_SOCKET_IFNAME": "the interface of the machine's advertised address",
     "TRL_*": "trl-launch's own variables (job, generation, store, heartbeat)",
+    # PyTorch's NCCL flight recorder, on with its dump and pipe in the run
+    # directory (README, "When something fails"): the old and new names.
+    "TORCH_FR_BUFFER_SIZE": "the flight recorder's trace buffer",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE": "the flight recorder's trace buffer (older name)",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "the flight recorder dumps on a watchdog timeout",
+    "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "the pipe that asks for a dump before a stop",
+    "TORCH_FR_DUMP_TEMP_FILE": "the dump's path in the run directory",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "the dump's path (older name)",
 }
 
 
