@@ -250,6 +250,10 @@ start_daemon() {
   daemon_pids+=("$DPID")
 }
 ended() { grep -q "^exit $1 " "$job/daemons"; }
+# Whether coordinator NAME (or its machine-0 agent) said the job's end.
+job_end_said() {
+  grep -qE "\[(coord|agent)\] job (trl-[0-9a-f]+ )?(succeeded|failed|stopped)" "$job/$1.err" 2>/dev/null
+}
 exit_code() { awk -v n="$1" '$1 == "exit" && $2 == n {print $4}' "$job/daemons"; }
 
 # Daemons by key: c the coordinator (node01), 1 and 2 the agents of machine
@@ -465,6 +469,11 @@ inject() {  # [KIND]
       sleep "$d"
       if [ "$(exit_code "${cur_name[c]}")" != 137 ]; then
         echo "    ${cur_name[c]} had exited by itself ($(exit_code "${cur_name[c]}")): not started again"
+      elif job_end_said "${cur_name[c]}"; then
+        # Killed on its way out (telling the agents the job's end): its job
+        # is over and its state file gone, so a coordinator started now
+        # would run a new job, generation 0 again.
+        echo "    ${cur_name[c]} had ended the job before the kill: not started again"
       else
         start_coord
       fi ;;
