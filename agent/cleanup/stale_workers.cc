@@ -10,12 +10,26 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/procfs/process_facts.h"
 
 namespace trl {
+
+namespace {
+
+// The network namespace `pid` lives in ("net:[4026531840]"), or "" when it
+// cannot be read.
+std::string NetworkNamespaceOf(const std::string& pid) {
+  std::error_code error;
+  const auto link = std::filesystem::read_symlink(
+      std::filesystem::path("/proc") / pid / "ns" / "net", error);
+  return error ? std::string() : link.string();
+}
+
+}  // namespace
 
 StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
                                     int machine_rank) {
@@ -36,6 +50,12 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
       static_cast<unsigned long long>(boot.tv_sec) * ticks_per_second +
       static_cast<unsigned long long>(boot.tv_nsec) * ticks_per_second /
           1000000000ULL;
+  // Only what runs on this host: a process in another network namespace
+  // is another host's as far as the job goes (its address is another), and
+  // test hosts, network namespaces that share one pid namespace, see each
+  // other's processes: a spare given this machine on another test host
+  // could start its workers before this sweep began.
+  const std::string own_network = NetworkNamespaceOf("self");
   StaleProcesses result;
   std::set<pid_t> killed;
   std::set<pid_t> groups;
@@ -48,6 +68,7 @@ StaleProcesses KillStaleProcessesOf(const std::string& coordinator_address,
       ProcessLinks info;
       if (!ReadProcessLinks(pid, &info) || info.parent == self) continue;
       if (info.start_time >= sweep_began) continue;
+      if (NetworkNamespaceOf(std::to_string(pid)) != own_network) continue;
       if (!EnvironmentHasBoth(pid, address_entry, rank_entry)) continue;
       found.push_back(pid);
       if (info.group > 1 && kill(-info.group, SIGKILL) == 0) {

@@ -20,7 +20,9 @@ struct StaleProcesses {
 };
 
 // Kills (SIGKILL) the processes of other agents of `machine_rank` for the
-// coordinator at `coordinator_address` on this host, and waits (up to
+// coordinator at `coordinator_address` on this host (this process's
+// network namespace: test hosts share one pid namespace), started before
+// the sweep, and waits (up to
 // 10 s) until they and their process groups are gone. Processes this one
 // started are left alone. Call it only once the coordinator has accepted
 // this agent for the machine (it then holds the old agent lost).

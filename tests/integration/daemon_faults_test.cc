@@ -357,6 +357,32 @@ pid_t GuardianOf(pid_t daemon) {
   return 0;
 }
 
+TEST_F(LauncherTest, AnAgentsSweepLeavesAnotherHostsProcessesAlone) {
+  // A process of machine 1 for this coordinator, started before machine
+  // 1's agent, in another network namespace: another host's, as test hosts
+  // are (they share this pid namespace, so a spare that took machine 1 on
+  // another test host was swept, its agent with it, in CI). The agent's
+  // sweep leaves it alone.
+  Subprocess other({"/usr/bin/unshare", "--net", "sleep", "60"},
+                   {"TRL_LAUNCH_COORDINATOR=127.0.0.1:" + std::to_string(port_),
+                    "TRL_MACHINE_RANK=1"});
+  std::this_thread::sleep_for(milliseconds(300));
+  if (other.pid() <= 0 || !ProcessExists(other.pid()) ||
+      std::filesystem::read_symlink("/proc/" + std::to_string(other.pid()) +
+                                    "/ns/net") ==
+          std::filesystem::read_symlink("/proc/self/ns/net")) {
+    GTEST_SKIP() << "no network namespace of its own here: " << other.Output();
+  }
+  auto coord = StartCoordinator(2, 4, {"/bin/sh", "-c", "exit 0"});
+  auto agent = StartAgent(2, 4, 1);
+  ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_EQ(agent->Wait(seconds(10)), 0) << agent->Output();
+  EXPECT_TRUE(ProcessExists(other.pid()))
+      << "another host's process was swept\n"
+      << agent->Output();
+  other.Signal(SIGKILL);
+}
+
 TEST_F(LauncherTest, WhatAKilledAgentsWorkersLeftIsEndedByTheNextAgent) {
   // A worker starts a daemon that leaves its session and clears its
   // environment; then its agent is killed (SIGKILL: nothing of it runs to
