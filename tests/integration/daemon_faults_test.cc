@@ -363,9 +363,12 @@ TEST_F(LauncherTest, AnAgentsSweepLeavesAnotherHostsProcessesAlone) {
   // are (they share this pid namespace, so a spare that took machine 1 on
   // another test host was swept, its agent with it, in CI). The agent's
   // sweep leaves it alone.
-  Subprocess other({"/usr/bin/unshare", "--net", "sleep", "60"},
-                   {"TRL_LAUNCH_COORDINATOR=127.0.0.1:" + std::to_string(port_),
-                    "TRL_MACHINE_RANK=1"});
+  // In a session of its own: a sweep that took it would kill its process
+  // group, which is not ours then.
+  Subprocess other(
+      {"/usr/bin/setsid", "/usr/bin/unshare", "--net", "sleep", "60"},
+      {"TRL_LAUNCH_COORDINATOR=127.0.0.1:" + std::to_string(port_),
+       "TRL_MACHINE_RANK=1"});
   std::this_thread::sleep_for(milliseconds(300));
   if (other.pid() <= 0 || !ProcessExists(other.pid()) ||
       std::filesystem::read_symlink("/proc/" + std::to_string(other.pid()) +
