@@ -150,6 +150,11 @@ class CoordinatorCore {
  private:
   void HandleRegistration(AgentLink* link,
                           const trl::launch::v1::AgentRegistration& request);
+  // The agent process that holds `info`'s machine (the same host and pid)
+  // registers again: it has given its old stream up (its lease ran out
+  // while we were paused), though that stream's end has not reached us.
+  // Ends the old stream as its end would have; true if there was one.
+  bool EndStreamGivenUp(const AgentInfo& info);
   void Execute(const Decision& decision);
   // Re-keys the streams of agents that stand for another machine or spare
   // now, and tells them.

@@ -3,7 +3,10 @@
 // in the HeartbeatSessions), the streams re-keyed when a spare takes a
 // machine's place or a cordoned machine's agent becomes a spare, a host
 // uncordoned, and heartbeat datagrams handed to the state machine.
+// An agent that registers again before its old stream's end reached us
+// ends that stream first.
 #include "common/heartbeat_datagram.h"
+#include "common/logging.h"
 #include "coordinator/owner/agent_input.h"
 #include "coordinator/owner/agent_messages.h"
 #include "coordinator/owner/core.h"
@@ -24,6 +27,12 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
     if (!farewells_.ToldOnReturn(link, info.machine_rank)) link->Close();
     return;
   }
+  if (EndStreamGivenUp(info)) {
+    ComponentLogger("coord")->warn(
+        "the agent of machine {} (host {}, pid {}) registered again before "
+        "its old stream ended: that stream is ended now",
+        info.machine_rank, info.hostname, info.agent_pid);
+  }
   const bool rejoin = machine_.nodes().count(info.machine_rank) > 0;
   const absl::StatusOr<int> key = machine_.Admit(info, clock_());
   if (!key.ok()) {
@@ -43,6 +52,24 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
     journal_.TellHealth(*key, info.hostname, info.health_problem);
   }
   Execute(machine_.Tick(now));
+}
+
+bool CoordinatorCore::EndStreamGivenUp(const AgentInfo& info) {
+  const auto node = machine_.nodes().find(info.machine_rank);
+  if (node == machine_.nodes().end() || !node->second.connected) return false;
+  // A pid alone could be another host's, and 0 says nothing: both the host
+  // and the process must be the ones that hold the machine.
+  const AgentInfo& holder = node->second.info;
+  if (info.agent_pid <= 0 || holder.agent_pid != info.agent_pid ||
+      !node->second.SameHostAs(info)) {
+    return false;
+  }
+  const std::vector<AgentLink*> old = agents_.StreamsOf(info.machine_rank);
+  for (AgentLink* stream : old) {
+    OnDisconnected(stream);  // idempotent when its real end comes
+    stream->Close();
+  }
+  return !old.empty();
 }
 
 void CoordinatorCore::ApplyHandovers(const std::vector<Handover>& handovers) {
