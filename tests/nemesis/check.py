@@ -12,14 +12,23 @@ Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
                                                 checkpoint for SECONDS)
            end   GEN RANK PID HOST TIME CODE          (CODE 0, 1 or term)
   gone     gone PID LAST_SEEN_ALIVE FIRST_SEEN_GONE   (the watcher)
-  daemons  daemon NAME ROLE HOST PID TIME [MACHINE_RANK] (ROLE coord or agent)
+  daemons  daemon NAME ROLE HOST PID TIME [MACHINE_RANK] (ROLE coord or agent;
+                                                MACHINE_RANK "spare" for a
+                                                trl-agent --spare)
            exit NAME PID RC TIME
            hung NAME PID TIME                         (killed at the deadline)
            killed NAME PID TIME                       (SIGKILLed by the nemesis)
-  job      job START END LIMIT NUM_PROCESSES
+  job      job START END LIMIT NUM_PROCESSES [SIZES]  (SIZES: the world sizes
+                                                a generation may have, comma-
+                                                separated: 4,6 for an elastic
+                                                2:3 job; NUM_PROCESSES alone
+                                                without it)
   after    proc HOST PID CMDLINE...   (alive on a test host after the job)
            worker PID CMDLINE...      (a worker pid of the job still alive)
            port HOST PROTO PORT       (the coordinator's port still bound)
+  events.json  `trl-coord events --state_file F --json` after the job (the
+           history kept beside the coordinator's state file), if it could
+           be read
   NAME.err what daemon NAME wrote to stderr (read for coordinators: the
            generation a full disk kept from starting; for agents: in which
            generation they were cut off)
@@ -31,8 +40,8 @@ Invariants:
       the first worker of a later generation started; no worker saw an older
       generation's worker alive when it started
   I2  every generation: each rank at most once, 0 <= rank < WORLD_SIZE, all
-      agreeing on WORLD_SIZE == NUM_PROCESSES; the final generation has every
-      rank
+      agreeing on one WORLD_SIZE, one of SIZES (NUM_PROCESSES, for a job of
+      fixed size); the final generation has every rank of its WORLD_SIZE
   I3  after the job nothing of it is left: no process on any test host, no
       worker pid alive, the coordinator's port free
   I4  on each host, the generations its workers started in only increase;
@@ -47,12 +56,17 @@ Invariants:
       the file it could not write; it may exit 1 although every rank of the
       final generation N-1 exited 0 (it had taken one for lost, and a full
       disk kept the restart from starting)
-  I6  the job and every daemon ended within the job's time limit; none hung
+  I6  the job and every daemon ended within the job's time limit; none hung;
+      the job's events say only what happened: each "generation" event's
+      world size is the one that generation's workers were started with
+      (a generation none of whose workers started is not judged)
   I7  a worker told to stop gets the time it asks for (well under the stop
       grace): none with a stop record and no end record is gone before its
       stop time plus its checkpoint's SECONDS (first seen gone by the
       watcher), unless a daemon of its machine (those on its host, and
-      every daemon of their machine ranks) started, was killed, exited,
+      every daemon of their machine ranks; in a job with a spare, every
+      agent, since a spare may take any machine's place and roles change
+      hands) started, was killed, exited,
       hung or was cut off between its start and then. Cut off: its agent
       said its lease ran out, its connection broke or the coordinator
       declared its machine lost while it ran that generation (NAME.err,
@@ -62,6 +76,7 @@ Invariants:
       the stopping workers before they start the new ones: this catches it
       where I1 cannot (no overlap is left to see)
 """
+import json
 import os
 import re
 import sys
@@ -135,6 +150,7 @@ def check_job(d):
     for f in read_lines(os.path.join(d, "job")):
         if f[0] == "job" and len(f) >= 5:
             job = dict(start=float(f[1]), end=float(f[2]), limit=float(f[3]), n=int(f[4]))
+            job["sizes"] = ({int(x) for x in f[5].split(",")} if len(f) > 5 else {job["n"]})
     if job is None:
         print("%s: no job line" % d)
         return None
@@ -200,13 +216,24 @@ def check_job(d):
             "rank %s (pid %s) was still alive" % (f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]))
 
     # I2: ranks once each, agreeing on WORLD_SIZE.
-    n = job["n"]
+    sizes = job["sizes"]
+    allowed = " or ".join(str(x) for x in sorted(sizes))
+    gen_ws = {}  # generation -> its WORLD_SIZE (its first worker's, if allowed)
     for g in sorted(gens):
         seen = {}
-        for s in sorted(gens[g], key=lambda s: s["t"]):
-            if s["ws"] != str(n):
-                bad("I2", "generation %d rank %d (pid %d on %s) has WORLD_SIZE %s, not %d" %
-                    (g, s["rank"], s["pid"], s["host"], s["ws"], n))
+        ss = sorted(gens[g], key=lambda s: s["t"])
+        first_ws = ss[0]["ws"]
+        n = int(first_ws) if first_ws.isdigit() and int(first_ws) in sizes else max(sizes)
+        gen_ws[g] = n
+        for s in ss:
+            if not (s["ws"].isdigit() and int(s["ws"]) in sizes):
+                bad("I2", "generation %d rank %d (pid %d on %s) has WORLD_SIZE %s, not %s" %
+                    (g, s["rank"], s["pid"], s["host"], s["ws"], allowed))
+            elif int(s["ws"]) != n:
+                bad("I2", "generation %d rank %d (pid %d on %s) has WORLD_SIZE %s, but its "
+                    "rank %d (pid %d on %s) had %s" % (g, s["rank"], s["pid"], s["host"], s["ws"],
+                                                       ss[0]["rank"], ss[0]["pid"], ss[0]["host"],
+                                                       first_ws))
             if not 0 <= s["rank"] < n:
                 bad("I2", "generation %d has rank %d outside 0..%d (pid %d on %s)" %
                     (g, s["rank"], n - 1, s["pid"], s["host"]))
@@ -217,6 +244,7 @@ def check_job(d):
                                     s["host"], s["t"]))
             seen[s["rank"]] = s
     final = max(gens) if gens else None
+    n = gen_ws[final] if gens else max(sizes)
     final_ranks = {s["rank"] for s in gens[final]} if gens else set()
     final_complete = final is not None and final_ranks == set(range(n))
 
@@ -261,7 +289,7 @@ def check_job(d):
     last = {}
     for dm in sorted(daemons, key=lambda dm: dm["t"]):
         who = dm["host"] if dm["role"] == "coord" or dm["machine"] is None else \
-            "machine rank " + dm["machine"]
+            "the spare" if dm["machine"] == "spare" else "machine rank " + dm["machine"]
         last[(dm["role"], who)] = dm
     coords = [dm for k, dm in last.items() if k[0] == "coord"]
     for dm in coords:
@@ -321,9 +349,31 @@ def check_job(d):
             bad("I6", "daemon %s (pid %d) ended %.1f s after the job's deadline" %
                 (dm["name"], dm["pid"], ex["t"] - deadline))
 
+    # I6: the events say what the workers' records say.
+    try:
+        with open(os.path.join(d, "events.json"), errors="replace") as f:
+            evs = json.load(f).get("events", [])
+    except (FileNotFoundError, ValueError, AttributeError):
+        evs = []
+    for ev in evs:
+        if not isinstance(ev, dict) or ev.get("kind") != "generation":
+            continue
+        try:
+            g = int(ev.get("generation", -1))
+        except (TypeError, ValueError):
+            continue
+        m = re.search(r"world size (\d+)", str(ev.get("text", "")))
+        if m is None or g not in gens:
+            continue
+        said, ran = int(m.group(1)), sorted({s["ws"] for s in gens[g]})
+        if ran != [str(said)]:
+            bad("I6", "the events say generation %d had world size %d (%s), but its workers "
+                "were started with WORLD_SIZE %s" % (g, said, ev.get("text"), ", ".join(ran)))
+
     # I7: a worker told to stop had its time (to save a checkpoint), unless
     # its machine was cut off (the fence's bound, not the checkpoint's).
     cut_off = cut_off_generations(d, daemons)
+    with_spare = any(dm["machine"] == "spare" for dm in daemons)
     for s in starts:
         st = stops.get(s["pid"])
         if st is None or s["pid"] in ends or s["pid"] not in gone:
@@ -338,6 +388,8 @@ def check_job(d):
         machines = {dm["machine"] for dm in here if dm["machine"] is not None}
         names = {dm["name"] for dm in here} | {
             dm["name"] for dm in daemons if dm["machine"] in machines}
+        if with_spare and machines - {"0"}:
+            names |= {dm["name"] for dm in daemons if dm["role"] == "agent"}
         why = [(t, name, what) for name, t, what in events
                if name in names and s["t"] <= t <= first_gone + 0.5]
         why += [(s["t"], name, "cut off") for name in names

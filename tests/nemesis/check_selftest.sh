@@ -245,5 +245,89 @@ sed -i 's/^end 1 3 203 node02 1009.13 1/end 1 3 203 node02 1009.13 0/' "$work/un
 sed -i 's/so generation 2 does not start/so generation 5 does not start/' "$work/unkept_other_generation/coord1.err"
 expect unkept_other_generation I5
 
+# An elastic job (--num_machines 2:3, world sizes 4 or 6): generation 1 ran
+# on two machines (4 ranks), after node03 was lost.
+elastic() {
+  local d=$1; good "$d"
+  sed -i '/^start 1 [45] /d; /^end 1 [45] /d; s/^\(start 1 .*\) 6 job1$/\1 4 job1/' "$d/records"
+  echo "job 999.0 1010.2 60 6 4,6" >"$d/job"
+}
+elastic "$work/elastic"; expect elastic pass
+# ... a fixed-size job may not shrink,
+elastic "$work/elastic_fixed"
+echo "job 999.0 1010.2 60 6" >"$work/elastic_fixed/job"
+expect elastic_fixed I2
+# ... nor an elastic one run ranks of two world sizes in one generation,
+elastic "$work/elastic_mixed_ws"
+sed -i 's/^start 1 3 203 node02 1005.13 4/start 1 3 203 node02 1005.13 6/' "$work/elastic_mixed_ws/records"
+expect elastic_mixed_ws I2
+# ... or miss a rank of the world size its final generation had,
+elastic "$work/elastic_missing"
+sed -i '/^start 1 3 /d; /^end 1 3 /d' "$work/elastic_missing/records"
+expect elastic_missing I5
+# ... or keep a generation-0 worker alive (the lost host's) after generation
+# 1 started on the two others.
+elastic "$work/elastic_overlap"
+echo "gone 104 1005.40 1005.50" >"$work/elastic_overlap/gone"
+expect elastic_overlap I1
+
+# A spare (trl-agent --spare on node04) took machine 2's place: node03's
+# agent was killed, generation 1's ranks 4-5 ran on node04; node03's new
+# agent became a spare. Every agent exits 0.
+spare() {
+  local d=$1; good "$d"
+  sed -i 's/^\(start 1 [45] 20[45]\) node03/\1 node04/; s/^\(end 1 [45] 20[45]\) node03/\1 node04/' "$d/records"
+  cat >"$d/daemons" <<'EOF2'
+daemon coord1 coord node01 10 999.0 0
+daemon agent1.1 agent node02 11 999.0 1
+daemon agent2.1 agent node03 12 999.0 2
+daemon spare.1 agent node04 14 999.0 spare
+killed agent2.1 12 1003.0
+exit agent2.1 12 137 1003.0
+daemon agent2.2 agent node03 13 1004.0 2
+exit agent1.1 11 0 1010.0
+exit agent2.2 13 0 1010.0
+exit spare.1 14 0 1010.0
+exit coord1 10 0 1010.1
+EOF2
+}
+spare "$work/spare"; expect spare pass
+# ... the spare's copy of rank 4 started while the old one still ran (the
+# watcher saw it after generation 1 started): two copies of a rank,
+spare "$work/spare_two_copies"
+echo "gone 104 1005.20 1005.30" >"$work/spare_two_copies/gone"
+expect spare_two_copies I1
+# ... the job succeeded but the spare exited 1,
+spare "$work/spare_rc"
+sed -i 's/^exit spare.1 14 0 /exit spare.1 14 1 /' "$work/spare_rc/daemons"
+expect spare_rc I5
+# ... every rank exited 0, but the job failed.
+spare "$work/spare_job_failed"
+sed -i 's/^exit coord1 10 0 /exit coord1 10 1 /' "$work/spare_job_failed/daemons"
+expect spare_job_failed I5
+
+# I6: the events (trl-coord events --json) say generation 1 had the world
+# size its workers had, and say nothing of a generation that never started.
+events() {
+  local d=$1 ws=$2; good "$d"
+  cat >"$d/events.json" <<EOF2
+{"events": [
+ {"unix_ms": "1000000", "generation": "-1", "kind": "registered", "machine_rank": 1, "text": "host node02, address 10.0.0.2, 2 workers"},
+ {"unix_ms": "1000100", "generation": "0", "kind": "generation", "machine_rank": -1, "text": "world size 6, restarts used 0 of 50"},
+ {"unix_ms": "1005000", "generation": "1", "kind": "generation", "machine_rank": -1, "text": "world size $ws, restarts used 1 of 50"},
+ {"unix_ms": "1009000", "generation": "7", "kind": "generation", "machine_rank": -1, "text": "world size 2, restarts used 2 of 50"}
+]}
+EOF2
+}
+events "$work/events" 6; expect events pass
+events "$work/events_wrong_size" 4; expect events_wrong_size I6
+elastic "$work/events_elastic"
+events "$work/events_elastic_tmp" 4; cp "$work/events_elastic_tmp/events.json" "$work/events_elastic/"
+sed -i 's/"world size 4, /"2 of 2:3 machines (0, 1), world size 4, effective batch size = per-device batch x 4, /' "$work/events_elastic/events.json"
+expect events_elastic pass
+# (the elastic job's events beside the fixed-size job's records)
+events "$work/events_shrunk" 6; cp "$work/events_elastic/events.json" "$work/events_shrunk/"
+expect events_shrunk I6
+
 [ $fail = 0 ] && echo "PASS: the checker caught every broken invariant"
 exit $fail

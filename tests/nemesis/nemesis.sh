@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # The nemesis suite (issue 17): real jobs on three test hosts (node01 runs
 # trl-coord start and its local agent, machine ranks 1 and 2 a trl-agent
-# each, on node02 and node03 at first; node04 is a spare; two workers each),
+# each, on node02 and node03 at first; node04 is free; two workers each),
 # one after another for --seconds, while faults drawn from a seeded PRNG hit
-# them. node02-node04 reach the coordinator through a userspace relay
+# them. Jobs take turns in three shapes (issue 34), by their number: fixed
+# size (--num_machines 3); fixed size with a hot spare (trl-agent --spare on
+# node04, which may take a lost machine's place; its replacements are spares
+# too, and a machine's own agent started again while the spare holds its
+# place is made a spare); elastic (--num_machines 2:3: a generation runs on
+# 2 or 3 machines, world size 4 or 6). Every other job has mixed leases:
+# one machine's agent --lease 4, the other daemons 1.5 (a handover must wait
+# for the lost machine's own lease). node02-node04 reach the coordinator through a userspace relay
 # (tests/lib/tap_relay.py: a TAP device in node01 and one in the host, a /29
 # of their own, a host route to the coordinator's address through it), so
 # that links can lose and delay frames while they stay up. Every daemon runs
@@ -13,6 +20,13 @@
 #   stop_agent_short / stop_agent_long   SIGSTOP, then SIGCONT, of an agent,
 #                                        for less / more than the heartbeat
 #                                        timeout (0.3 s x 3) and the lease
+#   freeze_past_lease                    SIGSTOP of an agent for its own
+#                                        lease + the stop grace (2 s) + 2 s
+#                                        + 0.5-2.5 s (6-7.5 s, or 8.5-10.5 s
+#                                        at --lease 4), then SIGCONT: its
+#                                        workers must be gone (its guardian
+#                                        fences them) before another agent
+#                                        runs their ranks (I1)
 #   stop_coord_short / stop_coord_long   the same for the coordinator
 #   kill_agent                           SIGKILL of an agent, a new one on
 #                                        the same host 0.1-4 s later
@@ -44,12 +58,19 @@
 #                                        it lost, and SIGKILLed 0.3-2.5 s
 #                                        after); the coordinator may hand the
 #                                        ranks over only after the old
-#                                        agent's lease and stop grace
+#                                        agent's lease and stop grace. In a
+#                                        job with a spare (no free host): the
+#                                        agent SIGKILLed, then the spare
+#                                        0.3-2.5 s later, before the
+#                                        handover; a new agent for each on
+#                                        its host
 #   worker_crash                         a worker exits 1
 #   worker_flood                         a worker prints a 5 MiB line without
 #                                        a newline, then 100000 lines
 # Kinds are drawn from a bag (a seeded shuffle of every kind, refilled when
-# empty), so each kind comes once in every 16 faults.
+# empty), so each kind comes once in every 17 faults. The agent a fault hits
+# is drawn among machine ranks 1 and 2 and, in a job with a spare, the
+# spare's.
 # Workers (tests/nemesis/worker.sh) write start/end records and, told to
 # stop, save a checkpoint for 0.3-1.0 s first (a stop record); a watcher
 # notes when each worker pid was last seen alive; after each job nemesis.sh
@@ -103,6 +124,11 @@
 #    other test host before it takes the ranks. Catching it needs a PID
 #    namespace per test host (or agents that dial the coordinator by
 #    another address per host: NAT, which this machine lacks).
+#    Spare and elastic jobs (issue 34) share it too: a frozen agent's
+#    workers are fenced by its guardian, but a sweep by a new agent of the
+#    same machine rank may still end them first, so I1 across hosts is only
+#    as strong as the timing of that sweep. Still to do (issue 34): a PID
+#    namespace per test host, cordons, a restart budget of 0.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S] [--only K,...]}" && pwd)
@@ -121,10 +147,10 @@ while [ $# -gt 0 ]; do
 done
 all_kinds=(stop_agent_short stop_agent_long stop_coord_short stop_coord_long kill_agent
            freeze_kill_agent kill_coord partition silent_partition lossy delay disk_full
-           clock_shift cross_host_takeover worker_crash worker_flood)
+           clock_shift cross_host_takeover worker_crash worker_flood freeze_past_lease)
 # Faults in a job's last second (see run_job).
 late_kinds=(stop_agent_long stop_coord_long kill_agent kill_coord partition freeze_kill_agent
-            silent_partition disk_full cross_host_takeover)
+            silent_partition disk_full cross_host_takeover freeze_past_lease)
 if [ -n "$only" ]; then
   kinds=() late=()
   for k in ${only//,/ }; do
@@ -143,6 +169,7 @@ testhosts_skip_unless_possible
 work=$(mktemp -d /tmp/trl-nemesis.XXXXXX)
 port=29400
 job_limit=$(( window + 60 ))  # I6: a job ends within its fault window + 60 s
+stop_grace=2
 declare -a daemon_pids=() heals=()
 watcher="" relay_pid="" killer="" verdict=FAIL
 cleanup() {
@@ -206,11 +233,11 @@ shifted=$(env LD_PRELOAD="$shim" TRL_CLOCK_SHIFT_FILE="$work/clock/probe" date +
 [ $(( shifted - $(date +%s) )) -ge 3590 ] || die "the clock shim does not shift date (+3600 s): $shifted"
 child=$(env LD_PRELOAD="$shim" TRL_CLOCK_SHIFT_FILE="$work/clock/probe" sh -c 'date +%s')
 [ $(( child - $(date +%s) )) -lt 10 ] || die "the clock shim shifts the programs its process starts"
-for k in coord m1 m2; do echo 0 >"$work/clock/$k"; done
+for k in coord m1 m2 m3; do echo 0 >"$work/clock/$k"; done
 
-flags=(--num_machines 3 --num_processes 6 --main_process_ip "${TESTHOST_ADDR[1]}"
-       --main_process_port $port --use_cpu --max_restarts 50 --stop_grace 2
-       --heartbeat_interval 0.3 --lease 1.5 --rejoin_timeout 30 --reconnect_timeout 30
+flags=(--num_processes 6 --main_process_ip "${TESTHOST_ADDR[1]}"
+       --main_process_port $port --use_cpu --max_restarts 50 --stop_grace $stop_grace
+       --heartbeat_interval 0.3 --rejoin_timeout 30 --reconnect_timeout 30
        --restart_backoff_max 1 --log_dir "$work/logfs"
        # No disk check: the log file system is 256 KiB, which the job's own
        # logs fill for good (a worker_flood), and every machine would then be
@@ -218,6 +245,10 @@ flags=(--num_machines 3 --num_processes 6 --main_process_ip "${TESTHOST_ADDR[1]}
        # itself is HealthCheckTest's). The disk_full fault here is about
        # what a full disk does to the logs and the state file.
        --min_free_disk_mb 0)
+
+# Per job (run_job): its flags (--num_machines N or MIN:MAX first) and how
+# many agents the nemesis runs besides the coordinator (3 with a spare).
+jflags=() nagents=2
 
 RANDOM=$seed
 R=0
@@ -257,25 +288,36 @@ job_end_said() {
 exit_code() { awk -v n="$1" '$1 == "exit" && $2 == n {print $4}' "$job/daemons"; }
 
 # Daemons by key: c the coordinator (node01), 1 and 2 the agents of machine
-# ranks 1 and 2, on host mhost[1] and mhost[2] (2, 3 or 4).
-declare -A cur_name=() cur_pid=() instances=() mhost=()
-start_agent() {  # MACHINE_RANK
+# ranks 1 and 2, on host mhost[1] and mhost[2] (2, 3 or 4); in a job with a
+# spare, 3 the spare's agent (trl-agent --spare, always on node04: its
+# replacements are spares too). Keys name how a daemon was started, not the
+# role it has now: once the spare took machine 1's place, agent 1's
+# replacement on node02 is told to be a spare.
+declare -A cur_name=() cur_pid=() instances=() mhost=() lease=()
+start_agent() {  # MACHINE_RANK (3: the spare)
   local m=$1
   instances[a$m]=$(( ${instances[a$m]:-0} + 1 ))
-  local name="agent$m.${instances[a$m]}"
-  start_daemon "$name" agent "${mhost[$m]}" "m$m" "$m" "$build/agent/trl-agent" --machine_rank "$m" "${flags[@]}"
+  if [ "$m" = 3 ]; then
+    local name="spare.${instances[a$m]}"
+    start_daemon "$name" agent "${mhost[$m]}" "m$m" spare "$build/agent/trl-agent" --spare \
+      "${jflags[@]}" --lease "${lease[$m]}"
+  else
+    local name="agent$m.${instances[a$m]}"
+    start_daemon "$name" agent "${mhost[$m]}" "m$m" "$m" "$build/agent/trl-agent" --machine_rank "$m" \
+      "${jflags[@]}" --lease "${lease[$m]}"
+  fi
   cur_name[$m]=$name cur_pid[$m]=$DPID
 }
 start_coord() {
   instances[c]=$(( ${instances[c]:-0} + 1 ))
   local name="coord${instances[c]}"
-  start_daemon "$name" coord 1 coord 0 "$build/coordinator/trl-coord" start "${flags[@]}" \
+  start_daemon "$name" coord 1 coord 0 "$build/coordinator/trl-coord" start "${jflags[@]}" --lease "${lease[c]}" \
     --state_file "$work/statefs/job$jobno.state" "$here/worker.sh" "$job" "$worker_seconds"
   cur_name[c]=$name cur_pid[c]=$DPID
 }
 note_kill() { echo "killed ${cur_name[$1]} ${cur_pid[$1]} $EPOCHREALTIME" >>"$job/daemons"; }
 host_of() { if [ "$1" = c ]; then echo node01; else echo "${TESTHOST_NAME[${mhost[$1]}]}"; fi; }
-free_host() { local i; for i in 2 3 4; do [ "$i" != "${mhost[1]}" ] && [ "$i" != "${mhost[2]}" ] && echo $i; done; }
+free_host() { local i; for i in 2 3 4; do [ "$i" != "${mhost[1]}" ] && [ "$i" != "${mhost[2]}" ] && [ "$i" != "${mhost[3]:-}" ] && echo $i; done; }
 
 # The watcher: for every worker that wrote a start record, the last time its
 # pid (same start time, not a zombie) was seen alive, written as
@@ -384,8 +426,10 @@ draw_kind() {
   bag=("${bag[@]:1}")
 }
 
-# A relayed host (2-4) that runs an agent now.
-agent_host() { rand 2; echo "${mhost[$(( R + 1 ))]}"; }
+# A relayed host (2-4) that runs an agent now, in AH. Not $(agent_host): a
+# subshell reseeds $RANDOM (bash 5.1 and later), so the host drawn there was
+# not the seed's, and the parent's sequence did not advance.
+agent_host() { rand $nagents; AH=${mhost[$(( R + 1 ))]}; }
 
 # One fault (the bag's next, or KIND). Freezes, partitions, relay faults,
 # full disks and shifted clocks heal in the background; a killed daemon is
@@ -395,10 +439,16 @@ inject() {  # [KIND]
   if [ $# -gt 0 ]; then kind=$1; else draw_kind; kind=$KIND; fi
   case $kind in
     stop_agent_short|stop_agent_long)
-      rand 2; m=$(( R + 1 )); pid=${cur_pid[$m]}
+      rand $nagents; m=$(( R + 1 )); pid=${cur_pid[$m]}
       if [ $kind = stop_agent_short ]; then rand 4; d=0.$(( R + 2 )); else rand 4; d=$(( R + 2 )); fi
       ended "${cur_name[$m]}" && { fault $kind "$(host_of $m)" "(skipped: ${cur_name[$m]} already ended)"; return; }
       fault $kind "$(host_of $m)" "SIGSTOP ${cur_name[$m]} pid $pid for $d s"
+      kill -STOP "$pid" 2>/dev/null; background sh -c 'sleep "$1"; kill -CONT "$2" 2>/dev/null' - "$d" "$pid" ;;
+    freeze_past_lease)  # longer than its lease + the stop grace + 2 s, then thawed
+      rand $nagents; m=$(( R + 1 )); pid=${cur_pid[$m]}
+      rand 21; d=$(echo "${lease[$m]} + $stop_grace + 2 + 0.5 + $R / 10" | bc)
+      ended "${cur_name[$m]}" && { fault $kind "$(host_of $m)" "(skipped: ${cur_name[$m]} already ended)"; return; }
+      fault $kind "$(host_of $m)" "SIGSTOP ${cur_name[$m]} pid $pid (--lease ${lease[$m]}) for $d s, then SIGCONT"
       kill -STOP "$pid" 2>/dev/null; background sh -c 'sleep "$1"; kill -CONT "$2" 2>/dev/null' - "$d" "$pid" ;;
     stop_coord_short|stop_coord_long)
       pid=${cur_pid[c]}
@@ -407,7 +457,7 @@ inject() {  # [KIND]
       fault $kind node01 "SIGSTOP ${cur_name[c]} pid $pid for $d s"
       kill -STOP "$pid" 2>/dev/null; background sh -c 'sleep "$1"; kill -CONT "$2" 2>/dev/null' - "$d" "$pid" ;;
     kill_agent|freeze_kill_agent)  # a new agent on the same host
-      rand 2; m=$(( R + 1 )); rand 40; d=$(( R / 10 )).$(( R % 10 + 1 ))
+      rand $nagents; m=$(( R + 1 )); rand 40; d=$(( R / 10 )).$(( R % 10 + 1 ))
       ended "${cur_name[$m]}" && { fault $kind "$(host_of $m)" "(skipped: ${cur_name[$m]} already ended)"; return; }
       if [ $kind = freeze_kill_agent ]; then
         rand 30; f=$(( R / 10 )).$(( R % 10 + 1 ))
@@ -425,6 +475,27 @@ inject() {  # [KIND]
         start_agent "$m"
       fi ;;
     cross_host_takeover)  # machine rank m moves to the free host
+      if [ $nagents = 3 ]; then
+        # No free host (node04 runs the spare): the spare itself is SIGKILLed
+        # between the loss of machine rank m and its handover (the lost
+        # agent's lease + fence), then each gets a new agent on its host.
+        rand 2; m=$(( R + 1 )); rand 23; f=$(( (R + 3) / 10 )).$(( (R + 3) % 10 ))
+        ended "${cur_name[$m]}" && { fault $kind "$(host_of $m)" "(skipped: ${cur_name[$m]} already ended)"; return; }
+        fault $kind "$(host_of $m)" "SIGKILL ${cur_name[$m]} pid ${cur_pid[$m]}, then the spare's agent ${cur_name[3]} pid ${cur_pid[3]} $f s later (before the handover), a new agent for each on its host"
+        kill -9 "${cur_pid[$m]}" 2>/dev/null; note_kill "$m"
+        wait_for 5 ended "${cur_name[$m]}"
+        sleep "$f"
+        if ! ended "${cur_name[3]}"; then
+          kill -9 "${cur_pid[3]}" 2>/dev/null; note_kill 3
+          wait_for 5 ended "${cur_name[3]}"
+        fi
+        if ended "${cur_name[c]}"; then
+          echo "    the job had ended: no new agents"
+        else
+          start_agent "$m"; start_agent 3
+        fi
+        return
+      fi
       rand 2; m=$(( R + 1 )); i=$(free_host); rand 23; f=$(( (R + 3) / 10 )).$(( (R + 3) % 10 ))
       rand 2; k=$R
       ended "${cur_name[$m]}" && { fault $kind "$(host_of $m)" "(skipped: ${cur_name[$m]} already ended)"; return; }
@@ -478,20 +549,20 @@ inject() {  # [KIND]
         start_coord
       fi ;;
     partition)  # a host's links down
-      rand 3; i=1; [ $R -gt 0 ] && i=${mhost[$R]}
+      rand $(( nagents + 1 )); i=1; [ $R -gt 0 ] && i=${mhost[$R]}
       rand 46; d=$(( R / 10 + 0 )).$(( R % 10 ))
       [ "$d" = 0.0 ] && d=0.5
       fault partition "${TESTHOST_NAME[$i]}" "links ${host_links[$i]} down for $d s"
       links_down $i
       background links_up_after "$d" $i ;;
     silent_partition)
-      i=$(agent_host); rand 56; d=$(( (R + 5) / 10 )).$(( (R + 5) % 10 ))
+      agent_host; i=$AH; rand 56; d=$(( (R + 5) / 10 )).$(( (R + 5) % 10 ))
       token="fault $(( nfaults + 1 ))"
       fault silent_partition "${TESTHOST_NAME[$i]}" "the relay drops every frame between node01 and ${TESTHOST_NAME[$i]} for $d s (links up)"
       relay_set $i "$token" 1 0 1 0
       background relay_clear_after "$d" $i "$token" ;;
     lossy)
-      i=$(agent_host); rand 31; loss=0.$(( R + 20 )); rand 41; d=$(( R / 10 + 1 )).$(( R % 10 ))
+      agent_host; i=$AH; rand 31; loss=0.$(( R + 20 )); rand 41; d=$(( R / 10 + 1 )).$(( R % 10 ))
       rand 3; dir=$R; token="fault $(( nfaults + 1 ))"
       case $dir in
         0) fault lossy "${TESTHOST_NAME[$i]}" "the relay drops $loss of the frames to ${TESTHOST_NAME[$i]} for $d s"
@@ -503,7 +574,7 @@ inject() {  # [KIND]
       esac
       background relay_clear_after "$d" $i "$token" ;;
     delay)
-      i=$(agent_host); rand 61; d2=0.$(( R / 10 + 2 ))$(( R % 10 )); rand 41; d=$(( R / 10 + 1 )).$(( R % 10 ))
+      agent_host; i=$AH; rand 61; d2=0.$(( R / 10 + 2 ))$(( R % 10 )); rand 41; d=$(( R / 10 + 1 )).$(( R % 10 ))
       rand 3; dir=$R; token="fault $(( nfaults + 1 ))"
       case $dir in
         0) fault delay "${TESTHOST_NAME[$i]}" "the relay holds every frame to ${TESTHOST_NAME[$i]} $d2 s, for $d s"
@@ -525,7 +596,7 @@ inject() {  # [KIND]
       background disks_free_after "$d" "$token" ;;
     clock_shift)
       local -a offsets=(30 -30 3600 -3600)
-      rand 3; k=$R; rand 4; f=${offsets[$R]}; rand 9; d=$(( R + 2 ))
+      rand $(( nagents + 1 )); k=$R; rand 4; f=${offsets[$R]}; rand 9; d=$(( R + 2 ))
       local clock=coord who=c
       [ $k -gt 0 ] && clock=m$k who=$k
       fault clock_shift "$(host_of $who)" "the wall clock of ${cur_name[$who]} (and its successors) ${f} s for $d s"
@@ -600,12 +671,26 @@ run_job() {
   : >"$job/records"; : >"$job/daemons"; : >"$job/gone"
   cur_name=() cur_pid=() instances=() mhost=([1]=2 [2]=3)
   rm -rf "${work:?}/logfs/"*
+  # The job's shape, by its number (so that every run of three jobs or more
+  # has each): fixed size, with a spare on node04, elastic (2:3); and every
+  # other job mixed leases: one machine's agent 4 s, the others 1.5 s (the
+  # handover must wait for the lost machine's own lease).
+  local shape sizes=6 mixed=""
+  case $(( (jobno - 1) % 3 )) in
+    0) shape=fixed nagents=2 jflags=(--num_machines 3 "${flags[@]}") ;;
+    1) shape=spare nagents=3 jflags=(--num_machines 3 "${flags[@]}"); mhost[3]=4 ;;
+    2) shape=elastic nagents=2 jflags=(--num_machines 2:3 "${flags[@]}"); sizes=4,6 ;;
+  esac
+  lease=([c]=1.5 [1]=1.5 [2]=1.5 [3]=1.5)
+  if [ $(( jobno % 2 )) = 0 ]; then rand 2; lease[$(( R + 1 ))]=4; mixed=", mixed leases"; fi
   local start=$EPOCHREALTIME startS=${EPOCHREALTIME%.*}
-  echo "== job $jobno at +$(now) s"
+  echo "== job $jobno at +$(now) s: $shape$([ $shape = spare ] && echo " (trl-agent --spare on node04)")$([ $shape = elastic ] && echo " (--num_machines 2:3)")$mixed (--lease: coordinator ${lease[c]}, agent 1 ${lease[1]}, agent 2 ${lease[2]}$([ $nagents = 3 ] && echo ", spare ${lease[3]}"))"
+  echo "shape $shape sizes $sizes lease c ${lease[c]} 1 ${lease[1]} 2 ${lease[2]} 3 ${lease[3]}" >"$job/shape"
   watch_workers "$job" &
   watcher=$!
   start_agent 1
   start_agent 2
+  [ $nagents = 3 ] && start_agent 3
   start_coord
   gen0_up() { [ "$(grep -c '^start 0 ' "$job/records")" -ge 6 ]; }
   wait_for 30 gen0_up || echo "    generation 0 did not start within 30 s"
@@ -647,8 +732,14 @@ run_job() {
   done
   local end=$EPOCHREALTIME
   record_leftovers
+  # The job's history as the coordinator kept it (I6 compares it with the
+  # workers' records), then off the small state disk: each job's events
+  # file would stay there and fill it for the jobs after it.
+  local ev="$work/statefs/job$jobno.state"
+  timeout 10 "$build/coordinator/trl-coord" events --state_file "$ev" --json >"$job/events.json" 2>"$job/events.err"
+  [ -e "$ev.events" ] && mv "$ev.events" "$job/state.events"
   touch "$job/watch.stop"; wait "$watcher"; watcher=""
-  echo "job $start $end $job_limit 6" >"$job/job"
+  echo "job $start $end $job_limit 6 $sizes" >"$job/job"
   echo "    job exit $(exit_code "${cur_name[c]}"), $(grep -c '^start ' "$job/records") worker starts, $(awk '$1 == "start" {print $2}' "$job/records" | sort -un | wc -l) generation(s), $(printf '%.1f' "$(echo "$end - $start" | bc)") s"
   python3 "$here/check.py" "$job" | tee "$job/check"
   return "${PIPESTATUS[0]}"
@@ -673,10 +764,11 @@ for i in 2 3; do
   n=$(awk -v l="${TESTHOST_NAME[$i]}" '$1 == l && $2 == "ba" {print $4}' "$work/relay.stats")
   [ "${n:-0}" -gt 0 ] || die "the relay forwarded nothing from ${TESTHOST_NAME[$i]}: its agents did not talk through it"
 done
-echo "invariants checked after each job: I1 one generation at a time, I2 ranks 0..5 once with one WORLD_SIZE,"
+echo "invariants checked after each job: I1 one generation at a time, I2 ranks 0..WORLD_SIZE-1 once, one WORLD_SIZE (6; 4 or 6 elastic),"
 echo "  I3 nothing left (processes, worker pids, port $port), I4 generations only increase per host and"
 echo "  a generation the coordinator could not keep does not start, I5 exit code matches the workers"
-echo "  (or the coordinator's stated full disk), I6 job and daemons ended within $job_limit s,"
+echo "  (or the coordinator's stated full disk), I6 job and daemons ended within $job_limit s"
+echo "  and the events' world sizes are the workers',"
 echo "  I7 a worker told to stop is not killed before it saved its checkpoint"
 if [ $failed = 0 ]; then
   verdict=PASS
