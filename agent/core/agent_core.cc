@@ -138,10 +138,23 @@ AgentEffects AgentCore::Received(const pb::CoordinatorMessage& message,
       return RoleChanged(message.role_change());
     case pb::CoordinatorMessage::kStop: {
       const auto& stop = message.stop();
-      // Fencing: only the generation these workers run.
-      if (running_generation_ < 0 || stop.generation() != running_generation_) {
+      const bool ours =
+          running_generation_ >= 0 && stop.generation() == running_generation_;
+      if (stop.capture_only()) {
+        // The coordinator holds the stop until every machine answers: one
+        // with nothing of that generation to read (or fenced: its ranks go
+        // elsewhere soon) answers at once. No signal yet either way.
+        if (ours && !stop.fenced()) {
+          effects.capture_only = stop.generation();
+        } else {
+          pb::AgentMessage captured;
+          captured.mutable_stacks_captured()->set_generation(stop.generation());
+          effects.send.push_back(std::move(captured));
+        }
         break;
       }
+      // Fencing: only the generation these workers run.
+      if (!ours) break;
       effects.signal_workers =
           StopSignal{stop.signal() > 0 ? stop.signal() : SIGTERM,
                      stop.workers_have_signal()};

@@ -52,6 +52,9 @@ struct AgentEffects {
   bool fence_grace = false;
   // ... after keeping where each worker stands (a stop for a failure).
   bool capture_stacks = false;
+  // Keep where each worker of this generation stands, send no signal, and
+  // say so when done (StacksCaptured): the first half of a failure's stop.
+  std::optional<int64_t> capture_only;
   // Messages for the stream, in order.
   std::vector<trl::launch::v1::AgentMessage> send;
   // Cancel the stream: a blocked read or write returns, the session ends.

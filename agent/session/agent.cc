@@ -281,6 +281,7 @@ int Agent::Run() {
     registration.set_local_world_size(options_.config.ProcessesPerMachine());
     registration.set_agent_pid(getpid());
     registration.set_checks_command(true);
+    registration.set_captures_before_stop(true);
     registration.set_lease_ms(static_cast<int32_t>(options_.lease.count()));
     // Only a guardian that runs can keep the promise (else the coordinator
     // waits the stop grace as well).

@@ -80,6 +80,12 @@ class AgentSession {
   void StartWorkers(const trl::launch::v1::Assignment& assignment);
   void ReportExit(int64_t generation, int local_rank,
                   const WorkerOutcome& outcome);
+  // The coordinator's worker-hung report, for the worker group's hang.
+  void ReportHang(int64_t generation, int local_rank,
+                  const std::string& reason);
+  // The first half of a failure's stop: keeps where this generation's
+  // workers stand, without a signal, then says so (StacksCaptured).
+  void CaptureBeforeTheStop(int64_t generation);
   // Ends the current worker group and whatever its workers left behind.
   // Requires group_mutex_.
   void EndGroup();

@@ -56,6 +56,10 @@ struct HangOptions {
   // How long the capture of every worker, together, may take before the
   // hung ones are killed.
   std::chrono::milliseconds capture_limit{10000};
+  // A hang reported (Events::hung) waits this long for the coordinator's
+  // stop before the group kills the hung workers itself: twice the
+  // coordinator's wait for every machine's capture (11 s), and 3 s more.
+  std::chrono::milliseconds stop_wait{25000};
 
   // Only TRL_HEARTBEAT_FILE, with `timeout`.
   static HangOptions HeartbeatFile(std::chrono::milliseconds timeout) {
@@ -93,6 +97,12 @@ class WorkerGroup {
     // before any worker's exit is reported.
     std::function<void(const std::vector<StartedWorker>& workers)> started;
     std::function<void(int local_rank, const WorkerOutcome& outcome)> exited;
+    // A worker found hung (its reason: the detector and where it stood),
+    // once every worker was captured. With this, the group leaves it alive
+    // for the stop the coordinator orders (every machine's workers read
+    // before any is signalled), and kills it itself only after the hang
+    // options' stop_wait; without, at once.
+    std::function<void(int local_rank, const std::string& reason)> hung;
   };
 
   // `hangs`: what makes a worker hung (none by default).
@@ -120,6 +130,14 @@ class WorkerGroup {
   void Stop(const StopSignal& signal,
             std::optional<std::chrono::milliseconds> grace = std::nullopt,
             bool capture_first = false);
+
+  // The first half of a failure's stop (the coordinator's capture_only):
+  // keeps where every worker not read yet stands, on a thread of the
+  // group's within the capture limit, without a signal, then calls
+  // `captured` on that thread. False (and `captured` never called) when
+  // there is nothing to do or no thread to do it on: the caller says it
+  // at once. Once per group.
+  bool CaptureBeforeTheStop(std::function<void()> captured);
 
   // Waits until every worker has exited; false if the deadline passed.
   bool WaitUntilAllExited(std::chrono::steady_clock::time_point deadline);
@@ -149,7 +167,8 @@ class WorkerGroup {
   void EnforceGrace();
   void WatchForHangs();
   // What a hung group's workers were doing (written to their stacks
-  // files), then the hung ones killed with `hang`'s reason.
+  // files), then the hung ones reported (Events::hung) and left for the
+  // coordinator's stop, or killed with `hang`'s reason.
   void EndHang(const Hang& hang);
   // Every live worker not captured yet, side by side, within the capture
   // limit, then written to its stacks file (`why`: when it was taken),
@@ -180,7 +199,8 @@ class WorkerGroup {
   bool shutting_down_ = false;
   std::thread grace_thread_;
   std::thread hang_thread_;
-  std::thread capture_thread_;  // a capture before a stop's signals
+  std::thread capture_thread_;        // a capture before a stop's signals
+  std::thread early_capture_thread_;  // CaptureBeforeTheStop's
   // Holds every process of this group where cgroup v2 allows; may be null.
   std::unique_ptr<WorkerCgroup> cgroup_;
 };

@@ -239,6 +239,7 @@ int main(int argc, char** argv) {
     registration.set_interface_name("lo");
     registration.set_local_world_size(config->ProcessesPerMachine());
     registration.set_agent_pid(getpid());
+    registration.set_captures_before_stop(true);
     registration.set_lease_ms(
         static_cast<int32_t>(launch.LeaseSeconds() * 1000));
     for (const auto& [key, value] : fingerprint) {

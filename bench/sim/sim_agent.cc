@@ -277,6 +277,12 @@ void SimAgent::Apply(const AgentEffects& effects) {
     core_.UdpOpened(ok);
   }
   for (const auto& message : effects.send) Send(message);
+  if (effects.capture_only) {
+    // Nothing to read: a simulated worker has no process.
+    pb::AgentMessage captured;
+    captured.mutable_stacks_captured()->set_generation(*effects.capture_only);
+    Send(captured);
+  }
   if (effects.start_workers) {
     // Every worker "starts" at once, with a pid no process has, and is
     // reported in one message, as the real agent does.

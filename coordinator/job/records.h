@@ -80,6 +80,9 @@ struct AgentInfo {
   // It checks that the command runs on its machine, and says so
   // (CommandChecked) before its ranks may start.
   bool checks_command = false;
+  // It answers a capture_only stop (StacksCaptured): a failure's stop may
+  // come in two phases.
+  bool captures_before_stop = false;
   // A spare (trl-agent --spare): it waits without ranks until it takes a
   // lost machine's place. machine_rank is then -1, or the machine it
   // stood for when it lost its connection (it takes that one back if it is
@@ -131,6 +134,9 @@ struct RankRecord {
   std::string hostname;
   RankState state = RankState::kPending;
   WorkerExit exit;
+  // Its agent found it hung (the reason), before it exited: its exit,
+  // whatever ended it, is a failure with that reason.
+  std::string hung;
 };
 
 struct NodeRecord {

@@ -83,6 +83,13 @@ class JobStateMachine {
                      int pid, TimePoint now);
   Decision WorkerExited(int machine_rank, int64_t generation, int local_rank,
                         const WorkerExit& exit, TimePoint now);
+  // Its agent found a running worker hung (`reason`: the detector and where
+  // it stood) and left it alive: the generation fails for it, as for an
+  // exit, and is stopped. The rank stays live until its exit comes, which
+  // counts as the hang's, not the stop's. While the generation stops, the
+  // rank is marked so and nothing more is done.
+  Decision WorkerHung(int machine_rank, int64_t generation, int local_rank,
+                      const std::string& reason, TimePoint now);
   // Stops the job (a signal, an operator): stop workers, then end as
   // kStopped with `exit_code`.
   // Machine `m`'s agent checked the command on its machine: `problem` is

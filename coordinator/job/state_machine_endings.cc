@@ -2,6 +2,8 @@
 // machine (and the report its agent may still bring), a command that cannot
 // run, a stop request, a failure; and what comes after once no rank of it
 // lives: the next generation (after the backoff) or the job's end.
+#include <signal.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -19,11 +21,16 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
       rank->state != RankState::kRunning) {
     return decision;
   }
-  // Exits caused by our own stop order are not failures.
-  const RankState state = exit.Succeeded() ? RankState::kSucceeded
+  // Exits caused by our own stop order are not failures; a hung rank's
+  // is, whatever ended it.
+  const bool hung = !rank->hung.empty();
+  const RankState state = hung               ? RankState::kFailed
+                          : exit.Succeeded() ? RankState::kSucceeded
                           : phase_ == JobPhase::kStopping ? RankState::kStopped
                                                           : RankState::kFailed;
-  ranks_.Ended(*rank, state, exit);
+  WorkerExit ended = exit;
+  if (hung && ended.reason.empty()) ended.reason = rank->hung;
+  ranks_.Ended(*rank, state, ended);
   if (state == RankState::kFailed) {
     if (phase_ == JobPhase::kRunning) {
       return Fail(membership_.RankFailure(generation_, *rank),
@@ -32,6 +39,33 @@ Decision JobStateMachine::WorkerExited(int machine_rank, int64_t generation,
   }
   MaybeFinish(decision, now);
   return decision;
+}
+
+Decision JobStateMachine::WorkerHung(int machine_rank, int64_t generation,
+                                     int local_rank, const std::string& reason,
+                                     TimePoint now) {
+  RankRecord* rank = FindRank(machine_rank, generation, local_rank);
+  if (rank == nullptr || rank->state != RankState::kRunning || reason.empty()) {
+    return Decision();
+  }
+  if (phase_ == JobPhase::kStopping) {
+    // Found hung while the generation stops (another rank of the machine,
+    // a rank blocked on the first one): its exit is a hang's all the
+    // same, though the job's failure is the first.
+    rank->hung = reason;
+    return Decision();
+  }
+  if (phase_ != JobPhase::kRunning) return Decision();
+  rank->hung = reason;
+  FailureRecord failure = membership_.RankFailure(generation_, *rank);
+  failure.reason = absl::StrCat("rank ", rank->rank, " (local rank ",
+                                rank->local_rank, " on machine ", machine_rank,
+                                ", host ", failure.hostname, ") ", reason);
+  // As a rank killed for its hang was (SIGKILL): the job's code when no
+  // restart is left.
+  failure.exit.signal = SIGKILL;
+  failure.exit.reason = reason;
+  return Fail(std::move(failure), 128 + SIGKILL, now);
 }
 
 Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {

@@ -52,6 +52,7 @@ AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request) {
   info.local_device_count = request.local_device_count();
   info.agent_pid = request.agent_pid();
   info.checks_command = request.checks_command();
+  info.captures_before_stop = request.captures_before_stop();
   info.spare = request.spare();
   info.health_problem = OneLine(request.health_problem());
   for (const auto& exited : request.last_generation_exits()) {

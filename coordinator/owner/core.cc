@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -130,12 +132,14 @@ void CoordinatorCore::OnMessage(AgentLink* link,
                         : std::string("?"),
                     Bounded(stopping.reason(), kReasonBytes));
         // It leaves at once: its stream ends, and the agent with it.
+        spare_leases_.erase(m);
         Unregister(link);
         link->Close();
         Execute(machine_.AgentDisconnected(m, now));
         return;
       }
       const int code = stopping.signal() > 0 ? 128 + stopping.signal() : 1;
+      SendReleased(capture_barrier_.Release());  // as RequestStop
       if (stopping.signal() > 0) {
         RememberStopSignal(
             StopSignal{stopping.signal(), stopping.workers_have_signal()});
@@ -146,6 +150,16 @@ void CoordinatorCore::OnMessage(AgentLink* link,
           code, now));
       break;
     }
+    case pb::AgentMessage::kWorkerHung: {
+      const auto& hung = message.worker_hung();
+      Execute(machine_.WorkerHung(m, hung.generation(), hung.local_rank(),
+                                  OneLine(hung.reason()), now));
+      break;
+    }
+    case pb::AgentMessage::kStacksCaptured:
+      SendReleased(
+          capture_barrier_.Captured(m, message.stacks_captured().generation()));
+      break;
     case pb::AgentMessage::kHeartbeat: {
       if (heartbeats_.HeartbeatOnStream(link, now)) link->Send(HeartbeatAck());
       break;
@@ -186,14 +200,15 @@ void CoordinatorCore::Execute(const Decision& decision) {
     if (streams.empty()) continue;
     Log()->warn("dropped a spare that went silent (stream from {})",
                 streams.front()->Peer());
+    SpareCut(key);
     streams.front()->Close();
     Unregister(streams.front());
   }
   if (decision.stop_generation) {
     journal_.TellStopping(*decision.stop_generation);
-    agents_.SendTo({},
-                   StopOrder(machine_.generation(), *decision.stop_generation,
-                             stop_signal_, decision.capture_stacks));
+    SendStop(StopOrder(machine_.generation(), *decision.stop_generation,
+                       stop_signal_, decision.capture_stacks),
+             decision.capture_stacks && !decision.finished);
   }
   // A generation that has ended, however (its last exit, a lost machine, a
   // rejoining agent's report): where its ranks stood, before the job's end
@@ -205,6 +220,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
     journal_.TellWhereRanksStood();
   }
   if (decision.finished) {
+    SendReleased(capture_barrier_.Release());  // before the job's end
     journal_.TellFinished(*decision.finished);
     // A registered agent's stream stays open until it says it heard: one
     // cut just now is awaited (WaitForFarewells) and told again when its
@@ -224,6 +240,11 @@ void CoordinatorCore::Execute(const Decision& decision) {
     for (const auto& [m, node] : machine_.nodes()) {
       farewells_.AwaitUntil(m, now + node.info.lease + std::chrono::seconds(2));
     }
+    if (spares_cut_ > 0) {
+      // A spare registers again as machine -1 (kSpareCutOff).
+      farewells_.AwaitUntil(kSpareCutOff, now + longest_cut_spare_lease_ +
+                                              std::chrono::seconds(2));
+    }
     agents_.ForgetFenced();
     record_.Remove();
   }
@@ -232,6 +253,56 @@ void CoordinatorCore::Execute(const Decision& decision) {
   }
   if (!decision.finished) record_.KeepIfChanged(machine_);
   if (decision.start_generation && !decision.finished) preparer_.Prepare();
+}
+
+void CoordinatorCore::SpareCut(int key) {
+  if (IsFinished(machine_.phase())) return;
+  const auto lease = spare_leases_.find(key);
+  if (lease == spare_leases_.end()) return;
+  ++spares_cut_;
+  longest_cut_spare_lease_ = std::max(longest_cut_spare_lease_, lease->second);
+  spare_leases_.erase(lease);
+}
+
+void CoordinatorCore::SendStop(pb::CoordinatorMessage stop, bool two_phases) {
+  std::set<int> machines;
+  bool every_one_answers = true;
+  if (two_phases) {
+    // Only machines with ranks of the generation still alive have anything
+    // to read (a machine whose ranks all exited, frozen or not, is not
+    // waited for); a spare runs nothing of it.
+    std::set<int> running;
+    for (const RankRecord& rank : machine_.ranks()) {
+      if (rank.state == RankState::kPending ||
+          rank.state == RankState::kRunning) {
+        running.insert(rank.machine_rank);
+      }
+    }
+    for (const auto& [link, key] : agents_.registered()) {
+      if (key < 0 || running.count(key) == 0) continue;
+      machines.insert(key);
+      const auto node = machine_.nodes().find(key);
+      every_one_answers = every_one_answers && node != machine_.nodes().end() &&
+                          node->second.info.captures_before_stop;
+    }
+  }
+  if (machines.size() < 2 || !every_one_answers) {
+    // One machine reads its own workers before it signals them: nothing
+    // to wait for. An older agent would take the first phase for the stop
+    // itself, and never answer: one phase, as before.
+    SendReleased(capture_barrier_.Release());
+    agents_.SendTo({}, stop);
+    return;
+  }
+  pb::CoordinatorMessage capture = stop;
+  capture.mutable_stop()->set_capture_only(true);
+  agents_.SendTo({}, capture);
+  SendReleased(capture_barrier_.Hold(machine_.generation(), std::move(machines),
+                                     std::move(stop), clock_() + kCaptureWait));
+}
+
+void CoordinatorCore::SendReleased(std::optional<pb::CoordinatorMessage> stop) {
+  if (stop) agents_.SendTo({}, *stop);
 }
 
 void CoordinatorCore::RememberStopSignal(const StopSignal& signal) {
@@ -243,10 +314,15 @@ void CoordinatorCore::RememberStopSignal(const StopSignal& signal) {
 }
 
 std::optional<TimePoint> CoordinatorCore::NextDeadline() const {
-  return machine_.NextDeadline(clock_());
+  std::optional<TimePoint> next = machine_.NextDeadline(clock_());
+  if (const auto held = capture_barrier_.deadline()) {
+    next = next ? std::min(*next, *held) : *held;
+  }
+  return next;
 }
 
 void CoordinatorCore::Tick() {
+  SendReleased(capture_barrier_.Due(clock_()));
   Execute(machine_.Tick(clock_()));
   SayWhoIsAwaited();
   journal_.Flush();
@@ -280,6 +356,9 @@ int CoordinatorCore::SendToMachines(const std::set<int>& machines,
 }
 
 void CoordinatorCore::Unregister(AgentLink* link) {
+  if (const auto key = agents_.KeyOf(link)) {
+    SendReleased(capture_barrier_.Gone(*key));  // awaited no more
+  }
   agents_.Unregister(link);
   heartbeats_.Close(link);
 }
@@ -292,6 +371,7 @@ void CoordinatorCore::OnDisconnected(AgentLink* link) {
     Unregister(link);
     if (!IsFinished(machine_.phase())) {
       if (m < 0) {
+        SpareCut(m);
         Log()->info("a spare disconnected ({})", link->Peer());
       } else {
         Log()->warn("the agent of machine {} disconnected", m);
@@ -315,6 +395,9 @@ void CoordinatorCore::RequestStop(const std::string& reason, int exit_code,
   if (!IsFinished(machine_.phase()))
     journal_.Note("stop_requested", -1, reason);
   RememberStopSignal(signal);
+  // A failure's stop held for the captures goes now: the operator wants
+  // the job stopped, not read.
+  SendReleased(capture_barrier_.Release());
   Execute(machine_.StopRequested(reason, exit_code, clock_()));
   Execute(machine_.Tick(clock_()));
 }

@@ -30,6 +30,7 @@
 #include "coordinator/job/state_machine.h"
 #include "coordinator/owner/agent_link.h"
 #include "coordinator/owner/agent_table.h"
+#include "coordinator/owner/capture_barrier.h"
 #include "coordinator/owner/coordinator_options.h"
 #include "coordinator/owner/decision_journal.h"
 #include "coordinator/owner/farewells.h"
@@ -160,6 +161,13 @@ class CoordinatorCore {
   // now, and tells them.
   void ApplyHandovers(const std::vector<Handover>& handovers);
   void RememberStopSignal(const StopSignal& signal);
+  // Sends a generation's stop to every agent; one for a failure
+  // (`two_phases`) in a job of several machines asks them first to keep
+  // where their workers stand, and is held until they have
+  // (capture_barrier.h).
+  void SendStop(trl::launch::v1::CoordinatorMessage stop, bool two_phases);
+  // Sends a stop the barrier released, if it did.
+  void SendReleased(std::optional<trl::launch::v1::CoordinatorMessage> stop);
   // The machines the job still waits for, when it is time to say so.
   void SayWhoIsAwaited();
 
@@ -182,6 +190,19 @@ class CoordinatorCore {
   std::function<DefenceCounts()> defence_counts_;
   std::function<void(int, AgentLink*)> on_registered_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
+  // A failure's stop, held until every machine has kept where its workers
+  // stand.
+  CaptureBarrier capture_barrier_;
+  // Spares cut off (dropped for silence, their stream broken) and not
+  // registered again, and the longest lease among them: at the job's end
+  // the coordinator waits that lease + 2 s for one to come back and hear
+  // how the job ended (nemesis: a spare partitioned in the job's last
+  // seconds exited 1 after a job that succeeded). Spare keys' leases.
+  int spares_cut_ = 0;
+  std::chrono::milliseconds longest_cut_spare_lease_{0};
+  std::map<int, std::chrono::milliseconds> spare_leases_;
+  // A spare's stream ended or was dropped while the job runs.
+  void SpareCut(int key);
   // The last generation whose ranks' places were told once it ended.
   int64_t stood_told_ = -1;
   // What decisions say to the operator, and the job's history.

@@ -43,6 +43,11 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
   }
   pb::CoordinatorMessage reply = AcceptedRegistration(options_, *key);
   agents_.Register(link, *key);
+  if (*key < 0) {
+    // A spare (back, or new): one fewer cut off, as far as we can tell.
+    spare_leases_[*key] = info.lease;
+    if (info.spare && spares_cut_ > 0) --spares_cut_;
+  }
   heartbeats_.Open(link, *key, request.lease_ms(),
                    reply.mutable_registration_reply());
   link->Send(reply);

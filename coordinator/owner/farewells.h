@@ -16,13 +16,18 @@
 
 namespace trl {
 
+// The machine a spare registers as (AgentRegistration.machine_rank -1):
+// the key under which a spare cut off before the job's end is awaited.
+inline constexpr int kSpareCutOff = -1;
+
 class Farewells {
  public:
   // `stream`, registered as `key`, was told of the end as the job ended:
   // a machine's agent is awaited until it says it heard; a spare held
   // nothing, so only its stream waits for its word.
   void ToldAtTheEnd(AgentLink* stream, int key);
-  // `machine` is awaited until `until`, unless it is awaited already.
+  // `machine` is awaited until `until`, unless it is awaited already
+  // (kSpareCutOff: a spare cut off before the end).
   void AwaitUntil(int machine, TimePoint until);
   // An agent of `machine` that registered after the end was told on
   // `stream`: whether its machine is awaited (then `stream` waits for its

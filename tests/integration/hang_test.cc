@@ -170,6 +170,55 @@ TEST_F(HangTest, AFailureStopsEveryMachineOnlyOnceWhereItsRanksStoodIsKept) {
   RememberPids(agent->Stdout());
 }
 
+TEST_F(HangTest, EveryMachineReadsItsRanksBeforeTheHungOneIsKilled) {
+  // Two machines of one: rank 1 (machine 1) sleeps and is found hung; rank
+  // 0 (machine 0, whose detectors are off) waits for it in a read of a
+  // pipe rank 1 holds open, as a rank blocked on it in a collective would,
+  // and spins once rank 1 is gone (its peer's socket closed). Machine 1
+  // reports the hang before any kill, and the coordinator's stop comes in
+  // two phases: every machine reads its ranks before any is signalled, so
+  // rank 0 is read still waiting. (Killed at once, or signalled with the
+  // stop while machine 0 was still reading, rank 1 woke rank 0 first:
+  // "state R (running)".)
+  const std::string dir = LogDir();
+  std::filesystem::create_directories(dir);
+  const std::string pipe = dir + "/collective";
+  ASSERT_EQ(mkfifo(pipe.c_str(), 0600), 0);
+  const std::vector<std::string> command = {
+      "/bin/sh", "-c",
+      "echo gen $TRL_GENERATION rank $RANK pid $$; if [ $RANK = 1 ]; then "
+      "exec 3>" +
+          pipe + "; exec sleep 60; fi; exec 3<" + pipe +
+          "; read x <&3; while :; do :; done"};
+  auto coord = StartCoordinator(
+      2, 2, command,
+      {"--max_restarts", "0", "--log_dir", dir, "--hang_cpu_timeout", "0",
+       "--hang_output_timeout", "0"});
+  auto agent = StartAgent(2, 2, 1,
+                          {"--log_dir", dir, "--hang_cpu_timeout", "1",
+                           "--hang_output_timeout", "0"});
+  EXPECT_EQ(coord->Wait(seconds(30)), 128 + SIGKILL) << coord->Output();
+  EXPECT_EQ(agent->Wait(seconds(10)), 128 + SIGKILL) << agent->Output();
+  const std::string err = coord->Stderr();
+  EXPECT_NE(err.find("[coord] stopping generation 0: rank 1 (local rank 0 on "
+                     "machine 1"),
+            std::string::npos)
+      << err;
+  const size_t at = err.find("[coord] generation 0: where its ranks stood");
+  ASSERT_NE(at, std::string::npos) << err;
+  const std::string stood = err.substr(at, err.find('\n', at) - at);
+  EXPECT_TRUE(std::regex_search(
+      stood, std::regex("rank 0 (on machine 0 \\(host [^)]*\\) )?state S "
+                        "\\(sleeping\\) in the kernel at [a-z_]*pipe_read")))
+      << "rank 0 was read after rank 1's kill woke it: " << stood;
+  EXPECT_TRUE(std::regex_search(
+      stood, std::regex("rank 1 (on machine 1 \\(host [^)]*\\) )?state S "
+                        "\\(sleeping\\) in the kernel at [a-z_]*nanosleep")))
+      << stood;
+  RememberPids(coord->Stdout());
+  RememberPids(agent->Stdout());
+}
+
 TEST_F(HangTest, DiagnoseSaysWhyAGenerationStoppedAndWhereTheOddRankStood) {
   // Two machines of two, generation 0: rank 3 (machine 1) sleeps, ranks 0
   // to 2 compute in silence until rank 2 fails after 3 s; generation 1

@@ -14,7 +14,10 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "absl/strings/match.h"
 
 namespace trl {
 namespace {
@@ -46,6 +49,23 @@ class Recorder {
     };
     return events;
   }
+  // The same, with hangs reported (and left for a stop) rather than
+  // killed at once.
+  WorkerGroup::Events EventsWithHangReports() {
+    WorkerGroup::Events events = Events();
+    events.hung = [this](int local_rank, const std::string& reason) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      hangs_.emplace_back(local_rank, reason);
+      added_.notify_all();
+    };
+    return events;
+  }
+  // The hangs reported, once there is one (or after 10 s).
+  std::vector<std::pair<int, std::string>> Hangs() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    added_.wait_for(lock, seconds(10), [&] { return !hangs_.empty(); });
+    return hangs_;
+  }
   // The events once there are `count` (an exit is reported just after the
   // group counts the worker as exited).
   std::vector<Event> Seen(size_t count) {
@@ -58,6 +78,7 @@ class Recorder {
   std::mutex mutex_;
   std::condition_variable added_;
   std::vector<Event> events_;
+  std::vector<std::pair<int, std::string>> hangs_;
 };
 
 WorkerLaunch Shell(int local_rank, const std::string& script) {
@@ -336,6 +357,111 @@ TEST_F(WorkerGroupTest, AStopWaitsForAHangsCaptureUnderWay) {
       << "killed by the hang (SIGKILL) rather than stopped";
   EXPECT_FALSE(events[1].outcome.where.empty());
   EXPECT_FALSE(events[1].outcome.own_end);
+  fs::remove_all(dir);
+}
+
+// A hang reported to the coordinator (Events::hung) is not killed: the
+// coordinator stops the generation once every machine has read its
+// workers. The stop's signal kills the hung worker (SIGKILL: no
+// checkpoint to save) and its exit says it was hung.
+TEST_F(WorkerGroupTest, AHangReportedIsLeftForTheStopWhichKillsIt) {
+  HangOptions hangs;
+  hangs.detect.cpu_timeout = milliseconds(300);
+  hangs.detect.output_timeout = seconds(0);
+  WorkerGroup group(0, &console_, recorder_.EventsWithHangReports(), seconds(5),
+                    hangs);
+  group.Start({Shell(0, "exec sleep 30")});
+  recorder_.Seen(1);
+  const auto reported = recorder_.Hangs();
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(reported[0].first, 0);
+  EXPECT_NE(reported[0].second.find("hung: its processes used less than 1%"),
+            std::string::npos)
+      << reported[0].second;
+  EXPECT_NE(reported[0].second.find("state S (sleeping)"), std::string::npos)
+      << reported[0].second;
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_FALSE(group.WaitUntilAllExited(steady_clock::now()))
+      << "the hung worker was killed before the coordinator's stop";
+  group.Stop(StopSignal{SIGTERM}, std::nullopt, /*capture_first=*/true);
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+  const auto events = recorder_.Seen(2);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].outcome.exit.signal, SIGKILL);
+  EXPECT_NE(events[1].outcome.reason.find("hung"), std::string::npos);
+  EXPECT_TRUE(absl::EndsWith(events[1].outcome.reason, "; killed"))
+      << events[1].outcome.reason;
+  EXPECT_FALSE(events[1].outcome.where.empty());
+}
+
+// No stop comes for a hang reported (a coordinator too old to know the
+// report, a cut link): the group kills the hung worker itself after its
+// stop_wait.
+TEST_F(WorkerGroupTest, AHangWithoutAStopIsKilledAfterTheWait) {
+  HangOptions hangs;
+  hangs.detect.cpu_timeout = milliseconds(300);
+  hangs.detect.output_timeout = seconds(0);
+  hangs.stop_wait = milliseconds(700);
+  WorkerGroup group(0, &console_, recorder_.EventsWithHangReports(), seconds(5),
+                    hangs);
+  group.Start({Shell(0, "exec sleep 30")});
+  recorder_.Seen(1);
+  ASSERT_EQ(recorder_.Hangs().size(), 1u);
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+  const auto events = recorder_.Seen(2);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].outcome.exit.signal, SIGKILL);
+  EXPECT_TRUE(absl::EndsWith(events[1].outcome.reason, "; killed"))
+      << events[1].outcome.reason;
+}
+
+// The first half of a failure's stop: where each worker stands is kept,
+// no signal is sent, and the group says when it is done. The stop that
+// follows signals at once (nothing left to read), and the exit carries
+// where the worker stood.
+TEST_F(WorkerGroupTest, ACaptureBeforeTheStopReadsWithoutASignal) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("trl-early-capture-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  WorkerLaunch launch = Shell(0, "exec sleep 30");
+  launch.stacks_path = (dir / "rank0.stacks.txt").string();
+  WorkerGroup group(0, &console_, recorder_.Events(), seconds(5));
+  group.Start({launch});
+  recorder_.Seen(1);
+  std::mutex mutex;
+  std::condition_variable said;
+  bool captured = false;
+  group.CaptureBeforeTheStop([&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    captured = true;
+    said.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    ASSERT_TRUE(said.wait_for(lock, seconds(10), [&] { return captured; }));
+  }
+  std::stringstream text;
+  text << std::ifstream(launch.stacks_path).rdbuf();
+  EXPECT_NE(text.str().find("rank 0: state S (sleeping)"), std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("generation 0 was stopped for a failure"),
+            std::string::npos)
+      << text.str();
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_FALSE(group.WaitUntilAllExited(steady_clock::now()))
+      << "the capture signalled the worker";
+  const auto stop_at = steady_clock::now();
+  group.Stop(StopSignal{SIGTERM}, std::nullopt, /*capture_first=*/true);
+  ASSERT_TRUE(group.WaitUntilAllExited(steady_clock::now() + seconds(10)));
+  EXPECT_LT(steady_clock::now() - stop_at, milliseconds(2000));
+  const auto events = recorder_.Seen(2);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].outcome.exit.signal, SIGTERM);
+  EXPECT_NE(events[1].outcome.where.find("state S (sleeping)"),
+            std::string::npos)
+      << events[1].outcome.where;
   fs::remove_all(dir);
 }
 

@@ -55,8 +55,21 @@ class FakeAgentLink : public AgentLink {
     return Last([](const Message& m) { return m.has_registration_reply(); })
         .registration_reply();
   }
-  // Whether a stop order came.
-  bool stopped() const { return Count(&Message::has_stop) > 0; }
+  // Whether a stop order that signals came (not only the first half of a
+  // two-phase stop, which asks for a capture).
+  bool stopped() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return SignallingStopsLocked() > 0;
+  }
+  // The stop orders received, in order.
+  std::vector<trl::launch::v1::StopGeneration> stops() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<trl::launch::v1::StopGeneration> out;
+    for (const auto& m : sent_) {
+      if (m.has_stop()) out.push_back(m.stop());
+    }
+    return out;
+  }
   // The job's final state and exit code, once told ("" and -1 before).
   std::string finished() const {
     const Message last =
@@ -114,8 +127,7 @@ class FakeAgentLink : public AgentLink {
         [this] { return CountLocked(&Message::has_heartbeat_ack) > 0; }, wait);
   }
   bool StoppedWithin(std::chrono::milliseconds wait) const {
-    return WaitUntil([this] { return CountLocked(&Message::has_stop) > 0; },
-                     wait);
+    return WaitUntil([this] { return SignallingStopsLocked() > 0; }, wait);
   }
   std::vector<trl::launch::v1::Assignment> AssignmentsWithin(
       std::chrono::milliseconds wait) const {
@@ -137,6 +149,13 @@ class FakeAgentLink : public AgentLink {
   }
 
  private:
+  int SignallingStopsLocked() const {
+    int n = 0;
+    for (const auto& m : sent_) {
+      n += m.has_stop() && !m.stop().capture_only() ? 1 : 0;
+    }
+    return n;
+  }
   int Count(bool (Message::*has)() const) const {
     std::lock_guard<std::mutex> lock(mutex_);
     return CountLocked(has);

@@ -93,13 +93,10 @@ grep -Eq "W \[coord\] stopping generation 0: rank [0-3] \(local rank [01] on mac
   "$work/coord.out" || bad "the hang was not reported with its detector"
 
 # Where the job's ranks stood, one place per "; ": rank 3 alone at its
-# sleep, named with its machine, and the others' collective. The machine
-# that finds the hang first kills its hung ranks once it has read them;
-# the other machine reads its own when the coordinator's stop arrives, and
-# by then a rank there may have woken from the collective (its peer's
-# socket closed: "state R (running)", or gone). So the collective is
-# required of one rank at least, and every rank of the job is said only
-# when none woke (the README says so).
+# sleep, named with its machine, and every other rank in the collective.
+# The stop comes in two phases: both machines read their ranks before
+# either signals them, so no rank has woken from the collective (a peer's
+# socket closed) before it was read.
 if [ "$mode" = py-spy ]; then
   collective="in all_reduce \(torch/distributed/[^)]*\), from $job:$reduce_line"
   odd="in <module> \($job:$sleep_line\)"
@@ -110,12 +107,24 @@ fi
 stood=$(grep "W \[coord\] generation 0: where its ranks stood when it was stopped: " "$work/coord.out" |
         sed 's/.*when it was stopped: //')
 places=$(echo "$stood" | sed 's/; /\n/g')
+others=$(echo "$places" | grep -v "^rank 3 ")
+# The ranks the other places name ("ranks 0-2", "ranks 0, 2", "rank 1").
+others_named=$(echo "$others" | sed -E 's/^ranks? ([0-9, -]+) .*/\1/' | python3 -c '
+import sys
+named = set()
+for line in sys.stdin:
+    for part in line.replace(" ", "").split(","):
+        if "-" in part:
+            a, b = part.split("-"); named.update(range(int(a), int(b) + 1))
+        elif part.strip():
+            named.add(int(part))
+print(" ".join(map(str, sorted(named))))')
 if [ "$(echo "$stood" | grep -c .)" != 1 ] ||
    ! echo "$places" | grep -Eqx "rank 3 on machine 1 \(host node02\) $odd(, the odd one out)?" ||
-   ! echo "$places" | grep -v "^rank 3 " |
-     grep -Eq "^ranks? [0-9, -]+( on machine [01] \(host node0[12]\))? $collective(, the odd one out)?$" ||
-   echo "$places" | grep -v "^rank 3 " | grep -q nanosleep; then
-  bad "the coordinator did not say rank 3 on machine 1 was at its sleep and another rank in the collective: '$stood'"
+   echo "$others" | grep -Evq "^ranks? [0-9, -]+( on machine [01] \(host node0[12]\))? $collective(, the odd one out)?$" ||
+   [ "$others_named" != "0 1 2" ] ||
+   echo "$others" | grep -q nanosleep; then
+  bad "the coordinator did not say rank 3 on machine 1 was at its sleep and ranks 0-2 in the collective: '$stood'"
 fi
 # Machine 1's agent (node02) said so for its ranks.
 grep -Eq "W \[agent\] generation 0: .*; where its ranks stand: (.*; )?rank 3 $odd(;|$)" "$work/agent.out" ||

@@ -361,6 +361,41 @@ TEST_F(AgentCoreTest, AStopOrderOfAnotherGenerationIsIgnored) {
   EXPECT_EQ(Stop(5).signal_workers->number, SIGTERM);  // the default
 }
 
+// The first half of a failure's stop: the running generation's workers
+// are read, not signalled; an agent with nothing of that generation (or
+// fenced) answers at once, since the coordinator holds the stop until
+// every machine has.
+TEST_F(AgentCoreTest, ACaptureOnlyStopReadsTheWorkersAndSendsNoSignal) {
+  Start();
+  Reply(true);
+  Assign(5);
+  pb::CoordinatorMessage capture;
+  capture.mutable_stop()->set_generation(5);
+  capture.mutable_stop()->set_capture_stacks(true);
+  capture.mutable_stop()->set_capture_only(true);
+  const AgentEffects ours = Heard(capture, 10);
+  EXPECT_FALSE(ours.signal_workers.has_value());
+  ASSERT_TRUE(ours.capture_only.has_value());
+  EXPECT_EQ(*ours.capture_only, 5);
+  EXPECT_TRUE(ours.send.empty());  // said once the capture is done
+
+  capture.mutable_stop()->set_generation(4);
+  const AgentEffects other = Heard(capture, 20);
+  EXPECT_FALSE(other.signal_workers.has_value());
+  EXPECT_FALSE(other.capture_only.has_value());
+  ASSERT_EQ(other.send.size(), 1u);
+  EXPECT_EQ(other.send[0].stacks_captured().generation(), 4);
+
+  capture.mutable_stop()->set_generation(5);
+  capture.mutable_stop()->set_fenced(true);
+  const AgentEffects fenced = Heard(capture, 30);
+  EXPECT_FALSE(fenced.capture_only.has_value());
+  ASSERT_EQ(fenced.send.size(), 1u);
+  EXPECT_TRUE(fenced.send[0].has_stacks_captured());
+  // The stop itself still signals.
+  EXPECT_TRUE(Stop(5).signal_workers.has_value());
+}
+
 TEST_F(AgentCoreTest, OnlyTheRunningGenerationsStartsAreReported) {
   Start();
   Reply(true);

@@ -37,6 +37,20 @@ class JobEndFarewellTest : public ::testing::Test {
     message.mutable_job_end_heard();
     core_->OnMessage(link, message);
   }
+  // A spare's registration (machine_rank -1), lease 3 s.
+  pb::AgentMessage SpareRegistration() {
+    pb::AgentMessage registration = Registration(options_, -1, 3000);
+    registration.mutable_registration()->set_spare(true);
+    return registration;
+  }
+  // The job succeeds; both machines hear it and their streams end.
+  void SucceedAndPart(FakeAgentLink* a, FakeAgentLink* b) {
+    RunToSuccess(a, b);
+    Heard(a);
+    Heard(b);
+    core_->OnDisconnected(a);
+    core_->OnDisconnected(b);
+  }
   // Whether everyone has said farewell (the clock is the test's: waiting
   // would change nothing).
   bool FarewellsHeard() { return core_->FarewellsHeard(); }
@@ -149,6 +163,56 @@ TEST_F(JobEndFarewellTest, AHeardFromAnUntoldStreamChangesNothing) {
   Heard(&a);  // before the end: ignored
   EXPECT_FALSE(a.closed());
   EXPECT_EQ(core_->Status().state(), "running");
+}
+
+TEST_F(JobEndFarewellTest, ASpareCutOffBeforeTheEndIsAwaitedForItsLease) {
+  // A spare partitioned in the job's last seconds (nemesis, a job with a
+  // spare): the coordinator stays its lease + 2 s after the end, so that
+  // the spare, back, hears how the job ended and leaves with its code
+  // instead of waiting for a coordinator that is gone (exit 1).
+  FakeAgentLink spare;
+  const pb::AgentMessage registration = SpareRegistration();
+  core_->OnMessage(&spare, registration);
+  ASSERT_TRUE(spare.reply().accepted()) << spare.reply().reason();
+  ASSERT_TRUE(spare.reply().spare());
+  core_->OnDisconnected(&spare);  // cut off while the job runs
+  FakeAgentLink a, b;
+  SucceedAndPart(&a, &b);
+  EXPECT_FALSE(FarewellsHeard());  // the spare may come back
+  now_ += std::chrono::seconds(4);
+  FakeAgentLink back;
+  core_->OnMessage(&back, registration);
+  EXPECT_EQ(back.finished(), "succeeded");
+  EXPECT_EQ(back.exit_code(), 0);
+  EXPECT_FALSE(back.closed());  // until it says it heard
+  Heard(&back);
+  EXPECT_TRUE(back.closed());
+  core_->OnDisconnected(&back);
+  EXPECT_TRUE(FarewellsHeard());
+}
+
+TEST_F(JobEndFarewellTest, ASpareCutOffThatNeverComesBackIsAwaitedNoLonger) {
+  FakeAgentLink spare;
+  const pb::AgentMessage registration = SpareRegistration();
+  core_->OnMessage(&spare, registration);
+  core_->OnDisconnected(&spare);
+  FakeAgentLink a, b;
+  SucceedAndPart(&a, &b);
+  now_ += std::chrono::milliseconds(4999);
+  EXPECT_FALSE(FarewellsHeard());
+  now_ += std::chrono::milliseconds(2);  // past its lease (3 s) + 2 s
+  EXPECT_TRUE(FarewellsHeard());
+}
+
+TEST_F(JobEndFarewellTest, ASpareConnectedAtTheEndIsNotAwaitedOnceCut) {
+  // A spare told at the end and cut then held nothing: nobody waits.
+  FakeAgentLink spare;
+  const pb::AgentMessage registration = SpareRegistration();
+  core_->OnMessage(&spare, registration);
+  FakeAgentLink a, b;
+  SucceedAndPart(&a, &b);
+  core_->OnDisconnected(&spare);
+  EXPECT_TRUE(FarewellsHeard());
 }
 
 }  // namespace
