@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "agent/cleanup/job_guardian.h"
@@ -94,14 +95,27 @@ int main(int argc, char** argv) {
   const auto give_up = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(
                            static_cast<int64_t>(options.rdzv_timeout_s * 1000));
-  bool told = false;
+  // Said at once, then every --waiting_report_interval (0: once).
+  const auto token_wait_started = std::chrono::steady_clock::now();
+  const auto report_every = std::chrono::milliseconds(
+      static_cast<int64_t>(options.waiting_report_interval_s * 1000));
+  std::optional<std::chrono::steady_clock::time_point> told_at;
   while (absl::IsNotFound(auth_token.status()) &&
          std::chrono::steady_clock::now() < give_up) {
     if (const int signal = trl::PendingStopSignal()) return 128 + signal;
-    if (!told) {
-      log->info("waiting for the auth token: {}",
-                std::string(auth_token.status().message()));
-      told = true;
+    const auto now = std::chrono::steady_clock::now();
+    if (!told_at ||
+        (report_every.count() > 0 && now - *told_at >= report_every)) {
+      log->warn(
+          "waiting for the auth token for {} s (the wait ends in {} s, "
+          "--rdzv_timeout): {}",
+          std::chrono::duration_cast<std::chrono::seconds>(now -
+                                                           token_wait_started)
+              .count(),
+          std::chrono::duration_cast<std::chrono::seconds>(give_up - now)
+              .count(),
+          std::string(auth_token.status().message()));
+      told_at = now;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     auth_token =
@@ -112,9 +126,11 @@ int main(int argc, char** argv) {
                  std::string(auth_token.status().message()).c_str());
     return 2;
   }
+  const std::string token_origin = trl::TokenOrigin(options.auth_token_file);
   trl::ForgetTokenFromEnvironment();
   trl::AgentOptions agent_options =
       trl::AgentOptionsFromFlags(*config, options, machine, *coordinator);
+  agent_options.token_origin = token_origin;
   agent_options.worker_user = worker_user;
   // The default: TLS with the identity derived from the token (never sent);
   // with certificates given, the token as a bearer over their TLS.

@@ -76,9 +76,12 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   if (stat(path.c_str(), &info) != 0) {
     return absl::NotFoundError(
         absl::StrCat("no auth token: ", path,
-                     " does not exist (start `trl-coord start` "
-                     "first, which creates it, or pass --auth_token_file or "
-                     "TRL_AUTH_TOKEN)"));
+                     " does not exist. `trl-coord start` creates "
+                     "~/.trl/token on its machine and says so; every machine "
+                     "of the job needs that same file: copy it to ",
+                     path,
+                     " (mode 0600) or share the home directory, or pass "
+                     "--auth_token_file or TRL_AUTH_TOKEN"));
   }
   if ((info.st_mode & 077) != 0) {
     return absl::PermissionDeniedError(absl::StrFormat(
@@ -123,6 +126,12 @@ absl::StatusOr<std::string> LoadToken(const TokenSource& source) {
     }
   }
   return ReadTokenFile(path);
+}
+
+std::string TokenOrigin(const std::string& token_file) {
+  if (!token_file.empty()) return token_file;
+  if (std::getenv("TRL_AUTH_TOKEN") != nullptr) return "TRL_AUTH_TOKEN";
+  return DefaultTokenPath();
 }
 
 absl::StatusOr<std::string> ResolveAuthToken(const std::string& token_file,

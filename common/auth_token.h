@@ -46,6 +46,10 @@ absl::StatusOr<std::string> ResolveAuthToken(const std::string& token_file,
                                              bool insecure,
                                              bool create_if_missing);
 
+// Where ResolveAuthToken takes the token from, for messages: the file's
+// path, or "TRL_AUTH_TOKEN" (call before ForgetTokenFromEnvironment).
+std::string TokenOrigin(const std::string& token_file);
+
 // The metadata key and value a client sends.
 inline constexpr char kAuthMetadataKey[] = "authorization";
 std::string BearerValue(const std::string& token);

@@ -504,8 +504,14 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
     }
   }
   if (Given(o.num_processes_flag)) config.num_processes = o.num_processes;
-  if (Given(o.main_process_ip_flag)) config.main_process_ip = o.main_process_ip;
-  if (Given(o.main_process_port_flag)) {
+  // Options made in code (a client's, without the command line's flags)
+  // override with what they set.
+  if (Given(o.main_process_ip_flag) ||
+      (o.main_process_ip_flag == nullptr && !o.main_process_ip.empty())) {
+    config.main_process_ip = o.main_process_ip;
+  }
+  if (Given(o.main_process_port_flag) ||
+      (o.main_process_port_flag == nullptr && o.main_process_port != 0)) {
     config.main_process_port = o.main_process_port;
   }
   if (Given(o.mixed_precision_flag)) {

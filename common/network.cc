@@ -176,26 +176,58 @@ std::optional<SocketAddress> NumericSocketAddress(const std::string& host,
   return address;
 }
 
-bool TcpPortAnswers(const std::string& host, int port, int timeout_ms) {
+TcpProbe ProbeTcpPort(const std::string& host, int port, int timeout_ms) {
+  TcpProbe probe;
   const auto address = NumericSocketAddress(host, port);
-  if (!address) return false;
-  bool answered = false;
+  if (!address) {
+    probe.outcome = TcpProbe::kUnreachable;
+    probe.error = EINVAL;
+    return probe;
+  }
   const int fd =
       socket(address->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    if (connect(fd, address->get(), address->length) == 0) {
-      answered = true;
-    } else if (errno == EINPROGRESS) {
-      pollfd waiting = {fd, POLLOUT, 0};
-      int error = 0;
-      socklen_t length = sizeof(error);
-      answered = poll(&waiting, 1, timeout_ms) == 1 &&
-                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 &&
-                 error == 0;
-    }
-    close(fd);
+  if (fd < 0) {
+    probe.error = errno;
+    return probe;
   }
-  return answered;
+  int error = 0;
+  if (connect(fd, address->get(), address->length) != 0) {
+    error = errno;
+    if (error == EINPROGRESS) {
+      pollfd waiting = {fd, POLLOUT, 0};
+      socklen_t length = sizeof(error);
+      if (poll(&waiting, 1, timeout_ms) != 1 ||
+          getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
+        close(fd);
+        return probe;  // kNoAnswer, error 0: nothing came back in time
+      }
+    }
+  }
+  close(fd);
+  probe.error = error;
+  switch (error) {
+    case 0:
+      probe.outcome = TcpProbe::kAnswered;
+      break;
+    case ECONNREFUSED:
+      probe.outcome = TcpProbe::kRefused;
+      break;
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EADDRNOTAVAIL:
+    case ENETDOWN:
+    case EHOSTDOWN:
+      probe.outcome = TcpProbe::kUnreachable;
+      break;
+    default:
+      probe.outcome = TcpProbe::kNoAnswer;
+      break;
+  }
+  return probe;
+}
+
+bool TcpPortAnswers(const std::string& host, int port, int timeout_ms) {
+  return ProbeTcpPort(host, port, timeout_ms).outcome == TcpProbe::kAnswered;
 }
 
 absl::StatusOr<int> OpenUdpSocket(const std::string& host, int port,

@@ -47,6 +47,22 @@ enum class UdpEnd { kBound, kConnected };
 absl::StatusOr<int> OpenUdpSocket(const std::string& host, int port,
                                   UdpEnd end);
 
+// What one TCP connection attempt to host:port (numeric) found; the
+// connection is closed at once. `error` is the errno of a failure (0 when
+// nothing answered in time).
+struct TcpProbe {
+  enum Outcome {
+    kAnswered,     // accepted
+    kRefused,      // the host answered: nothing listens on the port
+    kUnreachable,  // no route to the host or its network (or a bad address)
+    kNoAnswer,     // nothing came back in time (host down, or packets
+                   // dropped on the way)
+  };
+  Outcome outcome = kNoAnswer;
+  int error = 0;
+};
+TcpProbe ProbeTcpPort(const std::string& host, int port, int timeout_ms);
+
 // True if a TCP connection to host:port (numeric) is accepted within
 // `timeout_ms`; the connection is closed at once.
 bool TcpPortAnswers(const std::string& host, int port, int timeout_ms);

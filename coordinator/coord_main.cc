@@ -333,6 +333,16 @@ absl::Status StartServers(const StartFlags& flags, JobPlan& plan,
           ? std::string("TLS with the given certificates")
           : std::string("plaintext"),
       config.num_machines, config.num_processes);
+  if (!credentials.token_origin.empty()) {
+    log->info("{}", trl::TokenAdvice(credentials.token_origin,
+                                     credentials.token_created));
+  }
+  if (!options.state_file.empty()) {
+    log->info(
+        "the job's state and history are kept in {} (after the job: "
+        "trl-coord events --state_file {})",
+        options.state_file, options.state_file);
+  }
   if (auto batch = trl::EffectiveBatchFromArguments(options.worker_argv,
                                                     config.num_processes)) {
     log->info("{}", batch->Describe());
@@ -412,7 +422,12 @@ int RunJob(const StartFlags& flags, JobPlan plan) {
              plan.options.job_id, trl::JobPhaseName(outcome->phase));
   core.WaitForFarewells(steady_clock::now() + std::chrono::seconds(10));
   if (agent_thread.joinable()) agent_thread.join();
-  servers->log_relay->EndAll();  // `logs -f` clients end (exit 0) with the job
+  // `logs -f` clients end with the job, and exit with its code.
+  trl::launch::v1::JobEndForLogs job_end;
+  job_end.set_exit_code(outcome->exit_code);
+  job_end.set_summary(
+      absl::StrCat(trl::JobPhaseName(outcome->phase), ": ", outcome->summary));
+  servers->log_relay->EndAll(job_end);
   servers->server->Shutdown(1000);
 
   const auto status = core.Status();

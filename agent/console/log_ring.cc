@@ -19,7 +19,8 @@ constexpr size_t kEntryOverhead = 64;
 
 }  // namespace
 
-void LogRing::Append(int rank, bool is_stderr, std::string_view line) {
+void LogRing::Append(int rank, bool is_stderr, std::string_view line,
+                     int64_t generation) {
   const int64_t now = NowUnixMs();
   bool wake = false;
   {
@@ -28,6 +29,7 @@ void LogRing::Append(int rank, bool is_stderr, std::string_view line) {
     entry.unix_ms = now;
     entry.seq = next_seq_++;
     entry.rank = rank;
+    entry.generation = generation;
     entry.is_stderr = is_stderr;
     entry.text.assign(line.data(), line.size());
     const size_t cost = entry.text.size() + kEntryOverhead;
@@ -159,6 +161,7 @@ bool LogRing::TakeBatch(pb::LogBatch* batch, size_t max_bytes,
     pb::LogLine* line = batch->add_lines();
     line->set_unix_ms(entry.unix_ms);
     line->set_rank(entry.rank);
+    line->set_generation(entry.generation);
     line->set_is_stderr(entry.is_stderr);
     if (entry.dropped > 0) {
       line->set_dropped(entry.dropped);

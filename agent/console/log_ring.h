@@ -38,7 +38,9 @@ class LogRing {
   explicit LogRing(Limits limits) : limits_(limits) {}
 
   // Thread-safe; takes one short lock, never waits for a reader.
-  void Append(int rank, bool is_stderr, std::string_view line);
+  // `generation`: the printing worker's (-1: not known).
+  void Append(int rank, bool is_stderr, std::string_view line,
+              int64_t generation = -1);
 
   // Starts subscription `id` (replacing one of that id): the retained lines
   // of `ranks` (every rank when empty) read after `history_after_unix_ms`
@@ -71,6 +73,7 @@ class LogRing {
     int64_t unix_ms = 0;
     uint64_t seq = 0;
     int rank = -1;
+    int64_t generation = -1;
     bool is_stderr = false;
     std::string text;
     uint64_t dropped = 0;  // a marker

@@ -15,6 +15,7 @@
 #include "agent/cleanup/job_guardian.h"
 #include "agent/health/health_monitor.h"
 #include "agent/link/agent_channel.h"
+#include "agent/link/coordinator_wait_report.h"
 #include "agent/session/agent_session.h"
 #include "common/host_identity.h"
 #include "common/logging.h"
@@ -66,18 +67,28 @@ bool Agent::WaitForCoordinator(
   const std::string target =
       JoinHostPort(options_.coordinator_host, options_.coordinator_port);
   const auto started = steady_clock::now();
-  bool told = false;
+  CoordinatorWaitReport report(
+      options_.coordinator_host, options_.coordinator_port,
+      options_.waiting_report_interval, timeout,
+      options_.identity ? options_.token_origin : std::string(), started);
+  CoordinatorWaitObservation last;
   // False once the wait should end: a stop was asked for, or the timeout.
-  auto keep_waiting = [&] {
+  // Says what stands in the way when it changes and every interval.
+  auto keep_waiting = [&](const CoordinatorWaitObservation& seen) {
+    last = seen;
     if (StopExitCode() != 0) return false;
-    if (steady_clock::now() - started > timeout) {
-      Log()->error("the coordinator at {} did not answer within {} s", target,
-                   timeout.count() / 1000.0);
+    const auto now = steady_clock::now();
+    if (now - started > timeout) {
+      Log()->error(
+          "the coordinator at {} did not answer within {} s: {}", target,
+          timeout.count() / 1000.0,
+          DescribeCoordinatorWaitProblem(
+              last, options_.coordinator_host, options_.coordinator_port,
+              options_.identity ? options_.token_origin : std::string()));
       return false;
     }
-    if (!told && steady_clock::now() - started > std::chrono::seconds(1)) {
-      Log()->info("waiting for the coordinator at {}", target);
-      told = true;
+    if (const std::string line = report.Observe(seen, now); !line.empty()) {
+      Log()->warn("{}", line);
     }
     return true;
   };
@@ -91,32 +102,46 @@ bool Agent::WaitForCoordinator(
   // coordinator's host while it starts).
   const auto probing_since = steady_clock::now();
   const bool small_job = options_.config.num_machines <= 64;
-  while (!TcpPortAnswers(options_.coordinator_host, options_.coordinator_port,
-                         200)) {
-    if (!keep_waiting()) return false;
+  while (true) {
+    const TcpProbe probe =
+        ProbeTcpPort(options_.coordinator_host, options_.coordinator_port, 200);
+    if (probe.outcome == TcpProbe::kAnswered) break;
+    CoordinatorWaitObservation seen;
+    seen.error = probe.error;
+    seen.problem = probe.outcome == TcpProbe::kRefused
+                       ? CoordinatorWaitProblem::kRefused
+                   : probe.outcome == TcpProbe::kUnreachable
+                       ? CoordinatorWaitProblem::kUnreachable
+                       : CoordinatorWaitProblem::kNoAnswer;
+    if (!keep_waiting(seen)) return false;
     const bool fast = small_job && steady_clock::now() - probing_since <
                                        std::chrono::seconds(1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(fast ? 2 : 10));
+    // An unreachable network answers at once: no need to ask 100 times a
+    // second.
+    const bool at_once = probe.outcome == TcpProbe::kUnreachable;
+    std::this_thread::sleep_for(std::chrono::milliseconds(fast      ? 2
+                                                          : at_once ? 100
+                                                                    : 10));
   }
   // The port answers: a fresh channel connects now, with no backoff left
   // from failed attempts.
   channel = AgentChannel(target, credentials, options_.identity.has_value());
-  // The port answers but no connection comes up. A coordinator that holds
-  // another token (or is not a trl-coord) fails each TLS handshake at
-  // once, and will not change its mind: after 5 such failures, stop. A
-  // stalled coordinator (frozen, paused) leaves the handshake hanging
-  // instead; that is waited for like any absence, up to the timeout.
-  // A handshake refused at once (another token, not a trl-coord) puts the
-  // channel in TRANSIENT_FAILURE within milliseconds, and it stays there
-  // (pick_first keeps the state while it retries): after 5 s of that, stop.
-  // A stalled coordinator (frozen, paused) leaves the handshake hanging
-  // until gRPC's connect deadline (20 s) instead: that is waited for like
-  // any absence, up to the timeout.
+  // The port answers but no connection comes up. A handshake refused at
+  // once (another token, not a trl-coord) puts the channel in
+  // TRANSIENT_FAILURE within milliseconds, and it stays there (pick_first
+  // keeps the state while it retries): after 5 s of that, stop. A stalled
+  // coordinator (frozen, paused) leaves the handshake hanging until gRPC's
+  // connect deadline (20 s) instead: that is waited for like any absence,
+  // up to the timeout.
   const auto attempt_started = steady_clock::now();
   std::optional<steady_clock::time_point> refused_since;
   grpc_connectivity_state state = channel->GetState(true);
   while (state != GRPC_CHANNEL_READY) {
-    if (!keep_waiting()) return false;
+    CoordinatorWaitObservation seen;
+    seen.problem = state == GRPC_CHANNEL_TRANSIENT_FAILURE
+                       ? CoordinatorWaitProblem::kHandshakeFails
+                       : CoordinatorWaitProblem::kHandshakeStalled;
+    if (!keep_waiting(seen)) return false;
     if (channel->WaitForStateChange(state,
                                     std::chrono::system_clock::now() +
                                         std::chrono::milliseconds(200))) {
@@ -130,15 +155,15 @@ bool Agent::WaitForCoordinator(
     if (refused != nullptr && refused_since &&
         state == GRPC_CHANNEL_TRANSIENT_FAILURE &&
         now - *refused_since > std::chrono::seconds(5)) {
+      CoordinatorWaitObservation fails;
+      fails.problem = CoordinatorWaitProblem::kHandshakeFails;
       Log()->error(
-          "cannot authenticate with the coordinator at {}: its port answers "
-          "but the TLS handshake fails ({}); nothing was sent to it",
+          "cannot authenticate with the coordinator at {}: {}; nothing was "
+          "sent to it",
           target,
-          options_.identity
-              ? "its token differs from this agent's, or it is not a trl-coord"
-              : "its certificate is not signed by --tls_ca (or, without "
-                "--tls_ca, by a CA of this system), its name is not the "
-                "address dialled, or it wants a client certificate");
+          DescribeCoordinatorWaitProblem(
+              fails, options_.coordinator_host, options_.coordinator_port,
+              options_.identity ? options_.token_origin : std::string()));
       *refused = true;
       return false;
     }

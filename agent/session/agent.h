@@ -62,6 +62,9 @@ struct AgentOptions {
   HealthCheckOptions health;
   std::chrono::milliseconds health_check_interval{0};
   std::chrono::milliseconds connect_timeout{900000};
+  // While the coordinator does not answer, what stands in the way is said
+  // again this often (0: only when it changes).
+  std::chrono::milliseconds waiting_report_interval{15000};
   // Once registered: how long a lost coordinator is waited for.
   std::chrono::milliseconds reconnect_timeout{120000};
   int local_gpu_count = 0;
@@ -80,6 +83,9 @@ struct AgentOptions {
   // The identity derived from the token (the default): mutual TLS, the
   // token itself never sent.
   std::optional<DerivedIdentity> identity;
+  // Where the token came from (its file's path, or TRL_AUTH_TOKEN), for
+  // the messages that tell a person which file to fix.
+  std::string token_origin;
   // Plaintext when none of the files is set.
   std::string tls_cert;
   std::string tls_key;

@@ -31,6 +31,8 @@ AgentOptions AgentOptionsFromFlags(const AccelerateConfig& config,
   options.health_check_interval =
       SecondsToMillis(flags.health_check_interval_s);
   options.connect_timeout = SecondsToMillis(flags.rdzv_timeout_s);
+  options.waiting_report_interval =
+      SecondsToMillis(flags.waiting_report_interval_s);
   options.reconnect_timeout = SecondsToMillis(flags.reconnect_timeout_s);
   options.tls_cert = flags.tls_cert;
   options.tls_key = flags.tls_key;

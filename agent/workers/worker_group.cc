@@ -124,7 +124,7 @@ void WorkerGroup::WaitFor(Worker* worker, int rank,
                           const std::string& log_path) {
   WorkerOutput output(rank, worker->process->TakeStdout(),
                       worker->process->TakeStderr(), console_, log_path,
-                      &worker->output_bytes);
+                      &worker->output_bytes, generation_);
   WorkerOutcome outcome;
   outcome.exit = worker->process->Wait();
   // The group is gone now; the pipes close as soon as the kernel has torn

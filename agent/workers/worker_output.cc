@@ -15,8 +15,10 @@ namespace trl {
 
 WorkerOutput::WorkerOutput(int rank, int stdout_fd, int stderr_fd,
                            Console* console, const std::string& log_path,
-                           std::atomic<uint64_t>* bytes_read)
+                           std::atomic<uint64_t>* bytes_read,
+                           int64_t generation)
     : rank_(rank),
+      generation_(generation),
       prefix_("[rank " + std::to_string(rank) + "] "),
       log_path_(log_path),
       fds_{stdout_fd, stderr_fd},
@@ -95,7 +97,7 @@ void WorkerOutput::CheckLog() {
 
 void WorkerOutput::EmitLine(bool is_stderr, std::string_view line) {
   console_->WriteLine(is_stderr, prefix_, line);
-  console_->logs().Append(rank_, is_stderr, line);
+  console_->logs().Append(rank_, is_stderr, line, generation_);
   WriteLog(line);
   std::lock_guard<std::mutex> lock(mutex_);
   last_lines_.push_back(KeptLine(line));

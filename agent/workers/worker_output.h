@@ -35,9 +35,11 @@ class WorkerOutput {
   // agent's log) and the console keeps the output. `bytes_read`, if set,
   // counts every byte read (a progress bar's \r updates included): what
   // the hang watch sees of the worker's output.
+  // `generation` labels the lines kept for `trl-coord logs`.
   WorkerOutput(int rank, int stdout_fd, int stderr_fd, Console* console,
                const std::string& log_path,
-               std::atomic<uint64_t>* bytes_read = nullptr);
+               std::atomic<uint64_t>* bytes_read = nullptr,
+               int64_t generation = -1);
   ~WorkerOutput();
   WorkerOutput(const WorkerOutput&) = delete;
   WorkerOutput& operator=(const WorkerOutput&) = delete;
@@ -65,6 +67,7 @@ class WorkerOutput {
   void CheckLog();  // reports a failed write, once
 
   const int rank_;
+  const int64_t generation_;
   const std::string prefix_;
   const std::string log_path_;
   int fds_[2];

@@ -1,5 +1,7 @@
 #include "coordinator/access/daemon_credentials.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/auth_token.h"
 #include "common/daemon_process.h"
@@ -7,6 +9,19 @@
 #include "common/network.h"
 
 namespace trl {
+
+std::string TokenAdvice(const std::string& token_origin, bool created) {
+  if (token_origin == "TRL_AUTH_TOKEN") {
+    return "auth token from TRL_AUTH_TOKEN: every agent of this job needs "
+           "the same value (in its TRL_AUTH_TOKEN, or in a file given with "
+           "--auth_token_file)";
+  }
+  return absl::StrCat(
+      "auth token: ", token_origin, created ? " (created now)" : "",
+      ". Every machine of this job needs this same file: copy it (mode "
+      "0600) to ~/.trl/token of the user that runs trl-agent there, share "
+      "the home directory, or give each agent --auth_token_file");
+}
 
 absl::StatusOr<DaemonCredentials> ResolveDaemonCredentials(
     const LaunchOptions& o, const std::string& host) {
@@ -17,6 +32,12 @@ absl::StatusOr<DaemonCredentials> ResolveDaemonCredentials(
         "commands on every node; it is allowed on a loopback address only"));
   }
   DaemonCredentials credentials;
+  if (!o.insecure) {
+    credentials.token_origin = TokenOrigin(o.auth_token_file);
+    credentials.token_created =
+        credentials.token_origin == DefaultTokenPath() &&
+        access(credentials.token_origin.c_str(), F_OK) != 0;
+  }
   auto auth_token = ResolveAuthToken(o.auth_token_file, o.insecure,
                                      /*create_if_missing=*/true);
   if (!auth_token.ok()) return auth_token.status();

@@ -22,12 +22,20 @@ namespace trl {
 
 struct DaemonCredentials {
   std::string auth_token;  // empty under --insecure
+  // Where it came from (a path, or TRL_AUTH_TOKEN); whether this start
+  // created the file.
+  std::string token_origin;
+  bool token_created = false;
   // The token's identity (the default); unset with certificates or
   // --insecure.
   std::optional<DerivedIdentity> identity;
   TlsFiles user_tls;  // --tls_cert, --tls_key, --tls_ca
   std::shared_ptr<grpc::ServerCredentials> server;
 };
+
+// What `trl-coord start` says about its token: where it is, and that every
+// machine needs the same (never the token itself).
+std::string TokenAdvice(const std::string& token_origin, bool created);
 
 // `host`: the address the coordinator listens on. InvalidArgument for
 // --insecure on an address other than loopback; the token's or the

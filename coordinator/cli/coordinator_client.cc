@@ -34,8 +34,33 @@ std::unique_ptr<grpc::ClientContext> CallContext(
 void AddAddressFlags(CLI::App& app, CoordinatorConnectionFlags& flags) {
   app.add_option("--config_file,--config-file", flags.config_file,
                  "Accelerate config of the job (main_process_ip:port)");
+  app.add_option("--main_process_ip,--main-process-ip", flags.main_process_ip,
+                 "The coordinator's address (overrides the config, as for "
+                 "`start`)");
+  app.add_option("--main_process_port,--main-process-port",
+                 flags.main_process_port,
+                 "The coordinator's port (overrides the config, as for "
+                 "`start`)")
+      ->check(CLI::Range(1, 65535));
   app.add_option("--address", flags.address,
-                 "The coordinator's host:port (overrides the config)");
+                 "The coordinator's host:port (overrides all of the above)");
+}
+
+absl::StatusOr<AccelerateConfig> NamedJobConfig(
+    const CoordinatorConnectionFlags& flags) {
+  LaunchOptions options;
+  options.config_file = flags.config_file;
+  options.main_process_ip = flags.main_process_ip;
+  options.main_process_port = flags.main_process_port;
+  return ResolveLaunchConfig(options, ReadLocalMachine());
+}
+
+absl::StatusOr<std::string> CoordinatorAddress(
+    const CoordinatorConnectionFlags& flags) {
+  if (!flags.address.empty()) return flags.address;
+  auto config = NamedJobConfig(flags);
+  if (!config.ok()) return config.status();
+  return JoinHostPort(config->main_process_ip, config->main_process_port);
 }
 
 void AddCredentialFlags(CLI::App& app, CoordinatorConnectionFlags& flags) {
@@ -55,15 +80,9 @@ absl::StatusOr<CoordinatorClient> ConnectToCoordinator(
     const CoordinatorConnectionFlags& flags, int max_receive_bytes,
     int max_reconnect_backoff_ms) {
   CoordinatorClient client;
-  client.address = flags.address;
-  if (client.address.empty()) {
-    LaunchOptions options;
-    options.config_file = flags.config_file;
-    auto config = ResolveLaunchConfig(options, ReadLocalMachine());
-    if (!config.ok()) return config.status();
-    client.address =
-        JoinHostPort(config->main_process_ip, config->main_process_port);
-  }
+  auto address = CoordinatorAddress(flags);
+  if (!address.ok()) return address.status();
+  client.address = *std::move(address);
   auto token = ResolveAuthToken(flags.auth_token_file, flags.insecure,
                                 /*create_if_missing=*/false);
   if (!token.ok()) return token.status();

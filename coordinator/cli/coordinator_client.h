@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/accelerate_config.h"
 #include "proto/trl_launch.grpc.pb.h"
 
 namespace CLI {
@@ -20,7 +21,10 @@ namespace trl {
 
 struct CoordinatorConnectionFlags {
   std::string config_file;
-  std::string address;  // host:port; overrides the config
+  // The same overrides as `trl-coord start` takes.
+  std::string main_process_ip;
+  int main_process_port = 0;
+  std::string address;  // host:port; overrides all of the above
   std::string auth_token_file;
   bool insecure = false;
   std::string tls_cert;
@@ -28,7 +32,18 @@ struct CoordinatorConnectionFlags {
   std::string tls_ca;
 };
 
-// --config_file and --address, then (after the command's own flags) the
+// The coordinator's host:port: --address, else the config's
+// main_process_ip:port with the flags' overrides (as `start` reads them).
+absl::StatusOr<std::string> CoordinatorAddress(
+    const CoordinatorConnectionFlags& flags);
+
+// The config of the job named by the flags (for the state file kept for its
+// main_process_ip:port), with the same overrides.
+absl::StatusOr<AccelerateConfig> NamedJobConfig(
+    const CoordinatorConnectionFlags& flags);
+
+// --config_file, --main_process_ip, --main_process_port and --address,
+// then (after the command's own flags) the
 // credential flags, which AddCredentialFlags adds.
 void AddAddressFlags(CLI::App& app, CoordinatorConnectionFlags& flags);
 void AddCredentialFlags(CLI::App& app, CoordinatorConnectionFlags& flags);

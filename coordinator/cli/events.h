@@ -1,14 +1,19 @@
 // `trl-coord events`: the job's history (registrations, generations, lost
-// and rejoined machines, stops and their cause, the end), read from the
-// file the coordinator keeps beside its state file. Run on the
-// coordinator's machine, during the job or after it; from elsewhere, the
-// status page serves the same as /api/events.
+// and rejoined machines, stops and their cause, the end). Read from the
+// file the coordinator keeps beside its state file when this machine has
+// it (during the job or after it), else asked of the running coordinator
+// over the network, with the token, as `ps` asks (and always with
+// --address). The job is named as for every command: --config_file with
+// the --main_process_ip/--main_process_port overrides, or --address.
 #ifndef TRL_COORDINATOR_CLI_EVENTS_H_
 #define TRL_COORDINATOR_CLI_EVENTS_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "coordinator/cli/coordinator_client.h"
+#include "proto/trl_launch.pb.h"
 
 namespace CLI {
 class App;
@@ -17,20 +22,36 @@ class App;
 namespace trl {
 
 struct EventsFlags {
-  std::string config_file;
+  CoordinatorConnectionFlags connection;
   std::string state_file;  // overrides the config's default
   bool json = false;
+  double timeout_s = 10;
 };
 
 void AddEventsFlags(CLI::App& app, EventsFlags& flags);
 
 // The events file of the job whose state is kept in `state_file`, else of
-// the coordinator of `config_file` (main_process_ip:port) on this machine;
+// the coordinator the flags name (main_process_ip:port) on this machine;
 // an error names what could not be resolved.
-absl::StatusOr<std::string> JobEventsFile(const std::string& config_file,
-                                          const std::string& state_file);
+absl::StatusOr<std::string> JobEventsFile(
+    const CoordinatorConnectionFlags& connection,
+    const std::string& state_file);
 
-// Returns the process exit code: 0, 1 when no history is kept there, 2 for
+// A job's events and where they were found ("FILE", or "the coordinator
+// at ADDRESS"); or, when none could be had, the exit code (1: no history
+// here and no coordinator answered; 2: bad flags, config or token) and
+// what went wrong.
+struct JobEventsLookup {
+  std::optional<launch::v1::JobEvents> events;
+  std::string from;
+  int exit_code = 0;
+  std::string error;
+};
+JobEventsLookup LookUpJobEvents(const CoordinatorConnectionFlags& connection,
+                                const std::string& state_file,
+                                double timeout_s);
+
+// Returns the process exit code: 0, 1 when no history could be read, 2 for
 // bad flags or config.
 int RunEvents(const EventsFlags& flags);
 

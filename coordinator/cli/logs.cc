@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/auth_token.h"
@@ -43,6 +44,15 @@ std::string FormatLogLine(const pb::LogLine& line) {
   return absl::StrCat(stamp, " [rank ", line.rank(), "] ", line.text(), "\n");
 }
 
+std::string LogGenerationMarks::Before(const pb::LogLine& line) {
+  if (line.dropped() > 0 || line.generation() < 0 ||
+      line.generation() == last_) {
+    return "";
+  }
+  last_ = line.generation();
+  return absl::StrCat("==== generation ", line.generation(), " ====\n");
+}
+
 int RunLogs(const LogsFlags& flags) {
   auto client = ConnectToCoordinator(flags.connection, kMaxLogBatchBytes);
   if (!client.ok()) {
@@ -66,16 +76,27 @@ int RunLogs(const LogsFlags& flags) {
   auto reader = client->stub->StreamLogs(&context, request);
   pb::LogBatch batch;
   std::string text;
+  LogGenerationMarks marks;
+  std::optional<pb::JobEndForLogs> job_end;
   while (reader->Read(&batch)) {
     text.clear();
     for (const pb::LogLine& line : batch.lines()) {
+      text += marks.Before(line);
       text += FormatLogLine(line);
     }
+    if (batch.has_job_end()) job_end = batch.job_end();
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   }
   const grpc::Status status = reader->Finish();
-  if (status.ok()) return 0;
+  if (status.ok()) {
+    if (!job_end) return 0;
+    // Followed to the job's end: say how it ended, and exit with its code
+    // (a script that runs `logs -f` learns the job's result).
+    std::fprintf(stderr, "trl-coord logs: the job %s (exit code %d)\n",
+                 job_end->summary().c_str(), job_end->exit_code());
+    return job_end->exit_code();
+  }
   if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
     std::fprintf(stderr, "trl-coord logs: error: %s\n",
                  status.error_message().c_str());

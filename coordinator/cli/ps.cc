@@ -5,8 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/cli/events.h"
 #include "coordinator/record/diagnosis.h"
+#include "coordinator/record/events.h"
 #include "coordinator/status/table.h"
 #include "coordinator/status/view.h"
 #include "proto/trl_launch.grpc.pb.h"
@@ -41,6 +44,27 @@ std::string LastStop(const CoordinatorClient& client, double timeout_s) {
   events.set_left_out(0);  // said by `trl-coord diagnose`, not here
   return absl::StrCat("\nLAST STOP (trl-coord diagnose says every one)\n",
                       DiagnoseJob(events, generation));
+}
+
+// When no coordinator answers (UNAVAILABLE, not a refused handshake):
+// whether this machine keeps the history of a job on that address that has
+// ended, and where to read it. "" when it does not.
+std::string EndedJobHint(const CoordinatorConnectionFlags& connection,
+                         const std::string& state_file) {
+  if (!connection.address.empty() && state_file.empty()) return "";
+  const auto file = JobEventsFile(connection, state_file);
+  if (!file.ok()) return "";
+  const auto events = ReadJobEvents(*file);
+  if (!events.ok() || events->events().empty()) return "";
+  const pb::JobEvent& last = *events->events().rbegin();
+  if (last.kind() != "finished") return "";
+  std::string state_path = *file;  // the events file is STATE.events
+  if (absl::EndsWith(state_path, ".events")) {
+    state_path.resize(state_path.size() - std::string(".events").size());
+  }
+  return absl::StrCat("the job on it has ended (", last.text(),
+                      "); its history: trl-coord events --state_file ",
+                      state_path);
 }
 
 }  // namespace
@@ -91,6 +115,17 @@ int RunPs(const PsFlags& flags) {
     const std::string& why = rpc.error_message();
     const bool handshake = why.find("andshake") != std::string::npos ||
                            why.find("Socket closed") != std::string::npos;
+    if (rpc.error_code() == grpc::StatusCode::UNAVAILABLE && !handshake) {
+      const std::string ended = EndedJobHint(flags.connection, "");
+      std::fprintf(stderr, "trl-coord ps: no coordinator answers at %s: %s\n",
+                   address.c_str(),
+                   ended.empty()
+                       ? "no job runs there now (it has ended, or not "
+                         "started; after a job, `trl-coord events` on the "
+                         "coordinator's machine shows its history)"
+                       : ended.c_str());
+      return 1;
+    }
     std::fprintf(stderr,
                  "trl-coord ps: cannot get the job's status from %s: %s%s\n",
                  address.c_str(), why.c_str(),

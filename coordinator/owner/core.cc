@@ -431,6 +431,9 @@ JobStatusCopy CoordinatorCore::CopyStatus(
   };
   JobStatusCopy copy =
       CopyJobStatus(machine_, clock_(), request, heartbeat_via);
+  if (copy.status.awaited_count() > 0) {
+    copy.status.set_awaited_command(options_.agent_command);
+  }
   if (defence_counts_) {
     const DefenceCounts counts = defence_counts_();
     copy.status.set_refused_calls(counts.refused_calls);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,12 +99,13 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
     Act(write, finish);
   }
 
-  void End() {
+  void End(const std::optional<pb::JobEndForLogs>& job_end) {
     bool finish = false;
     bool write = false;
     {
       MutexLock lock(&mutex_);
       ended_ = true;
+      job_end_ = job_end;
       write = NextLocked(&finish);
     }
     Act(write, finish);
@@ -170,6 +172,14 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
       *finish = true;
       return false;
     }
+    if (queue_.empty() && ended_ && job_end_) {
+      // The last batch: how the job ended (`logs -f` exits with its code).
+      in_flight_.Clear();
+      *in_flight_.mutable_job_end() = *job_end_;
+      job_end_.reset();
+      writing_ = true;
+      return true;
+    }
     if (queue_.empty()) {
       if (ended_ || (!follow_ && pending_history_ <= 0 && started_)) {
         finished_ = true;
@@ -219,6 +229,8 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
   bool ended_ ABSL_GUARDED_BY(mutex_) = false;
+  // Sent once the queue is empty, after the job ended.
+  std::optional<pb::JobEndForLogs> job_end_ ABSL_GUARDED_BY(mutex_);
   // Filled by NextLocked with mutex_ held; then the write in flight's
   // alone until OnWriteDone.
   pb::LogBatch in_flight_;
@@ -327,14 +339,14 @@ void LogRelay::OnAgentBatch(int machine, const pb::LogBatch& batch) {
   client->Push(machine, batch, batch.history_done() ? 1 : 0);
 }
 
-void LogRelay::EndAll() {
+void LogRelay::EndAll(const std::optional<pb::JobEndForLogs>& job_end) {
   std::vector<std::shared_ptr<Client>> clients;
   {
     MutexLock lock(&mutex_);
     ended_ = true;
     for (auto& [id, client] : clients_) clients.push_back(client);
   }
-  for (auto& client : clients) client->End();
+  for (auto& client : clients) client->End(job_end);
 }
 
 void LogRelay::Forget(uint64_t id) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "absl/base/thread_annotations.h"
@@ -45,8 +46,10 @@ class LogRelay {
   // never blocks. A batch for a subscription its machine was not sent is
   // dropped: no agent speaks for another machine's ranks.
   void OnAgentBatch(int machine, const trl::launch::v1::LogBatch& batch);
-  // The job ended: every client's stream ends (OK) once its queue is sent.
-  void EndAll();
+  // The job ended: every client's stream ends (OK) once its queue is sent,
+  // with `job_end` (how it ended) in its last batch when given.
+  void EndAll(const std::optional<trl::launch::v1::JobEndForLogs>& job_end =
+                  std::nullopt);
   // An agent of `machine` registered on `link` (Coordinator::OnRegistered,
   // its lock held): each following client of that machine is subscribed
   // on it again, for the retained lines after the last one the client got

@@ -52,6 +52,17 @@ pb::JobStatus DescribeJobFacts(const JobStateMachine& machine, TimePoint now) {
     out->set_reason(cordon.Why());
     out->set_health(cordon.health);
   }
+  // While the job waits for its machines: which have not registered.
+  if (machine.phase() == JobPhase::kWaitingForAgents) {
+    constexpr int kAwaitedShown = 64;
+    int awaited = 0;
+    for (int m = 0; m < machine.settings().num_machines; ++m) {
+      const auto node = machine.nodes().find(m);
+      if (node != machine.nodes().end() && node->second.connected) continue;
+      if (++awaited <= kAwaitedShown) status.add_awaited_machines(m);
+    }
+    status.set_awaited_count(awaited);
+  }
   status.set_uptime_s(Seconds(machine.created_at(), now));
   status.set_restarts_used(machine.restarts_used());
   status.set_max_restarts(machine.settings().restart.max_restarts);

@@ -35,6 +35,7 @@ border-bottom:1px solid #eee} th{background:#fafafa}
 <span>uptime <b id="uptime">?</b></span>
 <span id="updated" class="muted">loading</span></p>
 <h2>Machines</h2><div id="machine-summary"></div>
+<div id="awaited" class="bad"></div>
 <div id="spares" class="muted"></div><div id="cordoned" class="bad"></div>
 <input id="machine-filter" placeholder="search host, address, state">
 <button id="machine-prev">&lt;</button><span id="machine-page"></span>
@@ -119,6 +120,12 @@ function render(s) {
   $("machine-summary").textContent =
       summary.machines + " of " + s.num_machines + " machines: " +
       counts(summary.machine_states);
+  // The machines it still waits for, and what to run on them.
+  const awaited = s.awaited_machines || [];
+  $("awaited").textContent = !s.awaited_count ? "" :
+      "waiting for " + s.awaited_count + " machine(s) not registered (" +
+      awaited.join(", ") + (s.awaited_count > awaited.length ? ", ..." : "") +
+      "); on each, run: " + s.awaited_command + " N";
   // Spares waiting for a place, and hosts given no ranks until uncordoned.
   $("spares").textContent = (s.spares || []).length === 0 ? "" :
       "spares: " + s.spares.map((p) => p.hostname + " " + p.address +

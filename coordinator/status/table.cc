@@ -42,6 +42,19 @@ std::string JobHeader(const pb::JobStatus& s) {
       s.uptime_s(), s.restarts_used(),
       std::max(0, s.max_restarts() - s.restarts_used()),
       absl::StrJoin(s.command(), " "));
+  if (s.awaited_count() > 0) {
+    // The machines it waits for, and what to run on them.
+    std::vector<std::string> ranks;
+    for (int m : s.awaited_machines()) ranks.push_back(std::to_string(m));
+    if (s.awaited_count() > s.awaited_machines_size()) ranks.push_back("...");
+    absl::StrAppend(&out, "  waiting for: ", s.awaited_count(), " machine",
+                    s.awaited_count() == 1 ? "" : "s", " not registered (",
+                    absl::StrJoin(ranks, ", "), ")");
+    if (!s.awaited_command().empty()) {
+      absl::StrAppend(&out, "; on each, run: ", s.awaited_command(), " N");
+    }
+    absl::StrAppend(&out, "\n");
+  }
   if (s.spares_size() > 0) {
     std::vector<std::string> spares;
     for (const auto& spare : s.spares()) {

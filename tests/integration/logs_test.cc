@@ -42,10 +42,20 @@ std::vector<std::string> Python(const std::string& code) {
   return {"--no_python", "python3", "-c", code};
 }
 
-std::vector<std::string> Lines(const std::string& text) {
+// The workers' lines `logs` printed; the generation marks between them
+// (`==== generation N ====`) go to `marks` when given.
+std::vector<std::string> Lines(const std::string& text,
+                               std::vector<std::string>* marks = nullptr) {
+  static const std::regex kMark(R"(^==== generation \d+ ====$)");
   std::vector<std::string> lines;
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_match(line, kMark)) {
+      if (marks != nullptr) marks->push_back(line);
+    } else {
+      lines.push_back(line);
+    }
+  }
   return lines;
 }
 
@@ -100,8 +110,13 @@ TEST_F(LogsTest, FollowShowsARankOfAnotherAgentAsItPrints) {
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
   ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
   ASSERT_EQ(logs->Wait(seconds(15)), 0) << logs->Output();
+  std::vector<std::string> marks;
+  const std::vector<std::string> lines = Lines(logs->Stdout(), &marks);
+  EXPECT_EQ(marks, std::vector<std::string>{"==== generation 0 ===="});
+  EXPECT_EQ(logs->Stdout().rfind("==== generation 0 ====\n", 0), 0u)
+      << logs->Stdout();
   int expected = -1;
-  for (const std::string& line : Lines(logs->Stdout())) {
+  for (const std::string& line : lines) {
     std::smatch match;
     ASSERT_TRUE(std::regex_match(line, match, kLine)) << line;
     EXPECT_EQ(match[1], "3") << line;
@@ -167,7 +182,13 @@ class LogsRejoinTest : public LogsTest {
     RememberWorkerPids(back.Output());
     std::set<std::string> seen;
     int generation_1 = 0;
-    for (const std::string& line : Lines(logs->Stdout())) {
+    std::vector<std::string> marks;
+    const std::vector<std::string> lines = Lines(logs->Stdout(), &marks);
+    // Generation 0's lines, then generation 1's, each under its mark.
+    EXPECT_EQ(marks, (std::vector<std::string>{"==== generation 0 ====",
+                                               "==== generation 1 ===="}))
+        << logs->Stdout();
+    for (const std::string& line : lines) {
       std::smatch match;
       ASSERT_TRUE(std::regex_match(line, match, kLine)) << line;
       EXPECT_TRUE(match[1] == "2" || match[1] == "3") << line;
@@ -184,6 +205,45 @@ TEST_F(LogsRejoinTest, FollowGoesOnShowingAMachineWhoseAgentWasReplaced) {
 
 TEST_F(LogsRejoinTest, FollowGoesOnShowingAMachineWhoseAgentRegisteredAgain) {
   FollowAcrossARejoin(/*replace=*/false);
+}
+
+// `logs -f` to the end of a job that fails: each generation's lines under
+// their mark, and the client says how the job ended and exits with its code
+// (it exited 0 whatever the job did).
+TEST_F(LogsTest, FollowMarksEachGenerationAndExitsWithTheJobsCode) {
+  auto coord = StartCoordinator(
+      1, 1,
+      Python("import os, time\n"
+             "time.sleep(1.5)\n"
+             "print('in generation', os.environ['TRL_GENERATION'], "
+             "flush=True)\n"
+             "time.sleep(0.5)\n"
+             "raise SystemExit(3)\n"),
+      {"--max_restarts", "1", "--restart_backoff", "0.1"});
+  const pb::JobStatus status = WaitUntilRunning(port_, 1);
+  ASSERT_EQ(status.ranks_size(), 1) << coord->Output();
+  auto logs = Logs({"-f"});
+  const std::optional<int> job_code = coord->Wait(seconds(30));
+  ASSERT_TRUE(job_code.has_value()) << coord->Output();
+  EXPECT_NE(*job_code, 0) << coord->Output();
+  EXPECT_EQ(logs->Wait(seconds(15)), job_code) << logs->Output();
+  const std::string out = logs->Stdout();
+  const size_t mark_0 = out.find("==== generation 0 ====\n");
+  const size_t line_0 = out.find("] in generation 0");
+  const size_t mark_1 = out.find("==== generation 1 ====\n");
+  const size_t line_1 = out.find("] in generation 1");
+  ASSERT_NE(mark_0, std::string::npos) << out;
+  ASSERT_NE(mark_1, std::string::npos) << out;
+  EXPECT_LT(mark_0, line_0) << out;
+  EXPECT_LT(line_0, mark_1) << out;
+  EXPECT_LT(mark_1, line_1) << out;
+  EXPECT_NE(logs->Stderr().find("trl-coord logs: the job failed: "),
+            std::string::npos)
+      << logs->Stderr();
+  EXPECT_NE(
+      logs->Stderr().find("(exit code " + std::to_string(*job_code) + ")"),
+      std::string::npos)
+      << logs->Stderr();
 }
 
 // Without -f: the last lines each rank's agent kept (1000 of 1500), in

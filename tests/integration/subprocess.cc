@@ -52,7 +52,19 @@ Subprocess::Subprocess(std::vector<std::string> argv,
   for (auto& arg : argv) args.push_back(arg.data());
   args.push_back(nullptr);
   std::vector<std::string> env_strings;
-  for (char** entry = environ; *entry; ++entry) env_strings.push_back(*entry);
+  // An extra variable replaces an inherited one of the same name (the first
+  // of two would win).
+  auto name_of = [](const std::string& entry) {
+    return entry.substr(0, entry.find('='));
+  };
+  for (char** entry = environ; *entry; ++entry) {
+    const std::string inherited = *entry;
+    bool replaced = false;
+    for (const auto& extra : extra_env) {
+      replaced = replaced || name_of(extra) == name_of(inherited);
+    }
+    if (!replaced) env_strings.push_back(inherited);
+  }
   for (auto& extra : extra_env) env_strings.push_back(extra);
   std::vector<char*> env;
   for (auto& entry : env_strings) env.push_back(entry.data());

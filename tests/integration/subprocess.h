@@ -15,7 +15,8 @@ namespace trl::testing {
 
 class Subprocess {
  public:
-  // Starts `argv` with `extra_env` added to this process's environment.
+  // Starts `argv` with `extra_env` added to this process's environment
+  // (replacing a variable of the same name).
   explicit Subprocess(std::vector<std::string> argv,
                       std::vector<std::string> extra_env = {});
   ~Subprocess();  // kills the process if it still runs

@@ -61,7 +61,7 @@ if [ $coord_rc != 0 ] || [ $agent_rc != 0 ]; then
 fi
 [ "$(cat "$work/coord.out" "$work/agent.out" | grep -c 'done$')" = 4 ] \
   || { echo "FAIL: not every rank finished"; fail=1; }
-if grep -E "lost|generation 1|restart" "$work/coord.err" | grep -v "restarts used 0" ; then
+if grep -E "is lost|generation 1|restarting|restarts used [1-9]" "$work/coord.err" | grep -v "restarts used 0" ; then
   echo "FAIL: the job lost a machine or restarted"; fail=1
 fi
 for i in 1 2; do

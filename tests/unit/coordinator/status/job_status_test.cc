@@ -167,5 +167,54 @@ TEST(JobStatusTableTest, ALargeJobIsSummarisedUnlessEveryRowIsAskedFor) {
   EXPECT_EQ(rank_lines, 151u);
 }
 
+// While a job waits for its machines, its status names those that have
+// not registered (a machine whose agent left is awaited again), and `ps`
+// says what to run on them; once they are all there, nothing is awaited.
+TEST(JobStatusTest, TheMachinesNotRegisteredAreNamedWhileTheJobWaits) {
+  TimePoint now = TimePoint() + seconds(100);
+  JobSettings settings;
+  settings.job_id = "job-8";
+  settings.num_machines = 4;
+  JobStateMachine job(settings, now);
+  for (int m : {0, 2}) {
+    AgentInfo agent;
+    agent.machine_rank = m;
+    agent.hostname = "node0" + std::to_string(m);
+    agent.local_world_size = 1;
+    ASSERT_TRUE(job.Register(agent, now).ok());
+  }
+  pb::JobStatus status = DescribeJob(job, now);
+  EXPECT_EQ(status.state(), "waiting_for_agents");
+  EXPECT_EQ(status.awaited_count(), 2);
+  ASSERT_EQ(status.awaited_machines_size(), 2);
+  EXPECT_EQ(status.awaited_machines(0), 1);
+  EXPECT_EQ(status.awaited_machines(1), 3);
+  status.set_awaited_command("trl-agent --config_file c.yaml --machine_rank");
+  const std::string table = FormatJobTable(status);
+  EXPECT_NE(table.find("waiting for: 2 machines not registered (1, 3); on "
+                       "each, run: trl-agent --config_file c.yaml "
+                       "--machine_rank N"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(FormatJobJson(status).find("\"awaited_count\": 2"),
+            std::string::npos);
+
+  // Machine 2's agent leaves before the job starts: awaited again.
+  job.AgentDisconnected(2, now);
+  EXPECT_EQ(DescribeJob(job, now).awaited_count(), 3);
+
+  for (int m : {1, 2, 3}) {
+    AgentInfo agent;
+    agent.machine_rank = m;
+    agent.hostname = "node0" + std::to_string(m);
+    agent.local_world_size = 1;
+    ASSERT_TRUE(job.Register(agent, now).ok());
+  }
+  const pb::JobStatus all_there = DescribeJob(job, now);
+  EXPECT_EQ(all_there.awaited_count(), 0);
+  EXPECT_EQ(all_there.awaited_machines_size(), 0);
+  EXPECT_EQ(FormatJobTable(all_there).find("waiting for:"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trl

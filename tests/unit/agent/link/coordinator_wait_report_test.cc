@@ -1,0 +1,133 @@
+// What an agent says while it waits for its coordinator: nothing in the
+// first second, then what stands in the way, told apart (a refused port, no
+// route, no answer, a TLS handshake that fails or stalls), again when it
+// changes and every interval; and the probe that tells the first three
+// apart on real sockets.
+#include "agent/link/coordinator_wait_report.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "common/network.h"
+
+namespace trl {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = CoordinatorWaitReport::Clock;
+using Problem = CoordinatorWaitProblem;
+
+const Clock::time_point kStart = Clock::time_point() + seconds(1000);
+
+CoordinatorWaitObservation Seen(Problem problem, int error = 0) {
+  CoordinatorWaitObservation seen;
+  seen.problem = problem;
+  seen.error = error;
+  return seen;
+}
+
+CoordinatorWaitReport Report(milliseconds interval = seconds(15)) {
+  return CoordinatorWaitReport("10.0.0.9", 47020, interval, seconds(900),
+                               "/home/u/.trl/token", kStart);
+}
+
+TEST(CoordinatorWaitReportTest, SaysNothingInTheFirstSecond) {
+  auto report = Report();
+  EXPECT_EQ(report.Observe(Seen(Problem::kRefused), kStart), "");
+  EXPECT_EQ(report.Observe(Seen(Problem::kRefused), kStart + milliseconds(999)),
+            "");
+  const std::string line =
+      report.Observe(Seen(Problem::kRefused), kStart + seconds(1));
+  EXPECT_NE(line.find("waiting for the coordinator at 10.0.0.9:47020 for 1 s"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("the wait ends in 899 s"), std::string::npos) << line;
+}
+
+TEST(CoordinatorWaitReportTest, RepeatsEveryIntervalAndAtOnceOnAChange) {
+  auto report = Report(seconds(15));
+  ASSERT_NE(report.Observe(Seen(Problem::kRefused), kStart + seconds(1)), "");
+  EXPECT_EQ(report.Observe(Seen(Problem::kRefused), kStart + seconds(15)), "");
+  const std::string again =
+      report.Observe(Seen(Problem::kRefused), kStart + seconds(16));
+  EXPECT_NE(again.find("for 16 s"), std::string::npos) << again;
+  // The coordinator's port opens but its handshake fails: said at once.
+  const std::string changed =
+      report.Observe(Seen(Problem::kHandshakeFails), kStart + seconds(17));
+  EXPECT_NE(changed.find("TLS handshake fails"), std::string::npos) << changed;
+  EXPECT_EQ(
+      report.Observe(Seen(Problem::kHandshakeFails), kStart + seconds(18)), "");
+}
+
+TEST(CoordinatorWaitReportTest, AZeroIntervalSaysEachProblemOnce) {
+  auto report = Report(milliseconds(0));
+  ASSERT_NE(report.Observe(Seen(Problem::kNoAnswer), kStart + seconds(2)), "");
+  EXPECT_EQ(report.Observe(Seen(Problem::kNoAnswer), kStart + seconds(600)),
+            "");
+  EXPECT_NE(report.Observe(Seen(Problem::kRefused), kStart + seconds(601)), "");
+}
+
+TEST(CoordinatorWaitReportTest, EachProblemNamesWhatToCheck) {
+  const auto say = [](Problem problem, int error, const std::string& origin) {
+    return DescribeCoordinatorWaitProblem(Seen(problem, error), "10.0.0.9",
+                                          47020, origin);
+  };
+  const std::string refused = say(Problem::kRefused, ECONNREFUSED, "t");
+  EXPECT_NE(refused.find("connection refused"), std::string::npos);
+  EXPECT_NE(refused.find("main_process_port 47020"), std::string::npos);
+  const std::string no_route = say(Problem::kUnreachable, ENETUNREACH, "t");
+  EXPECT_NE(no_route.find("no route to 10.0.0.9"), std::string::npos);
+  EXPECT_NE(no_route.find("ip route get 10.0.0.9"), std::string::npos);
+  const std::string silent = say(Problem::kNoAnswer, 0, "t");
+  EXPECT_NE(silent.find("firewall drops port 47020"), std::string::npos);
+  const std::string stalled = say(Problem::kHandshakeStalled, 0, "t");
+  EXPECT_NE(stalled.find("frozen"), std::string::npos);
+  const std::string token =
+      say(Problem::kHandshakeFails, 0, "/home/u/.trl/token");
+  EXPECT_NE(token.find("another token than this agent's (/home/u/.trl/token)"),
+            std::string::npos)
+      << token;
+  const std::string certificates = say(Problem::kHandshakeFails, 0, "");
+  EXPECT_NE(certificates.find("--tls_ca"), std::string::npos);
+  // Five problems, five different sentences.
+  EXPECT_NE(refused, no_route);
+  EXPECT_NE(no_route, silent);
+  EXPECT_NE(silent, stalled);
+  EXPECT_NE(stalled, token);
+}
+
+TEST(ProbeTcpPortTest, TellsAnsweredRefusedAndUnreachableApart) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(
+      bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+      0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(
+      getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int port = ntohs(address.sin_port);
+  EXPECT_EQ(ProbeTcpPort("127.0.0.1", port, 1000).outcome, TcpProbe::kAnswered);
+  close(listener);  // nothing listens there now
+  const TcpProbe refused = ProbeTcpPort("127.0.0.1", port, 1000);
+  EXPECT_EQ(refused.outcome, TcpProbe::kRefused);
+  EXPECT_EQ(refused.error, ECONNREFUSED);
+  // TCP to the broadcast address: the kernel has no route for it.
+  const TcpProbe no_route = ProbeTcpPort("255.255.255.255", port, 1000);
+  EXPECT_EQ(no_route.outcome, TcpProbe::kUnreachable);
+  EXPECT_EQ(no_route.error, ENETUNREACH);
+  EXPECT_EQ(ProbeTcpPort("not-an-address", port, 1000).outcome,
+            TcpProbe::kUnreachable);
+}
+
+}  // namespace
+}  // namespace trl
