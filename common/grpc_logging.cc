@@ -22,50 +22,16 @@ std::mutex mutex;
 std::chrono::steady_clock::time_point window_start;
 int lines_in_window = 0;
 long left_out = 0;
-// Failed handshakes: said in the daemon's words once per window.
-std::string handshake_meaning;
-std::chrono::steady_clock::time_point handshake_said_at;
-bool handshake_said = false;
-long handshakes_left_out = 0;
 bool raw = false;
-
-void SayHandshakeFailure(const std::string& line) {
-  const auto now = std::chrono::steady_clock::now();
-  std::string meaning;
-  long before = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    meaning = handshake_meaning;
-    if (!meaning.empty()) {
-      if (handshake_said && now - handshake_said_at < kWindow) {
-        ++handshakes_left_out;
-        return;
-      }
-      handshake_said = true;
-      handshake_said_at = now;
-      before = handshakes_left_out;
-      handshakes_left_out = 0;
-    }
-  }
-  auto logger = ComponentLogger("grpc");
-  if (meaning.empty()) {
-    logger->debug("{}", line);
-    return;
-  }
-  if (before > 0) {
-    logger->warn("a TLS handshake failed ({} more in the {} s before): {}",
-                 before, kWindow.count(), meaning);
-  } else {
-    logger->warn("a TLS handshake failed: {}", meaning);
-  }
-}
 
 void Log(gpr_log_func_args* args) {
   if (!raw && args->severity < GPR_LOG_SEVERITY_ERROR) return;
   const auto now = std::chrono::steady_clock::now();
   std::string line = args->message ? args->message : "";
   if (!raw && IsHandshakeFailureLine(line)) {
-    SayHandshakeFailure(line);
+    // OpenSSL's words help nobody who holds another token: the agent says
+    // it in its own (coordinator_wait_report.h).
+    ComponentLogger("grpc")->debug("{}", line);
     return;
   }
   long dropped = 0;
@@ -98,11 +64,6 @@ bool IsHandshakeFailureLine(const std::string& line) {
          line.find("SSL_ERROR") != std::string::npos ||
          line.find("ssl_transport_security") != std::string::npos ||
          line.find("Security handshake failed") != std::string::npos;
-}
-
-void SayHandshakeFailuresAs(const std::string& meaning) {
-  std::lock_guard<std::mutex> lock(mutex);
-  handshake_meaning = meaning;
 }
 
 void RouteGrpcLogs() {

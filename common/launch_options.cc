@@ -293,9 +293,11 @@ void AddLaunchFlags(CLI::App& app, LaunchOptions& o) {
                  "(env TRL_RDZV_TIMEOUT)");
   app.add_option(FlagNames("waiting_report_interval"),
                  o.waiting_report_interval_s,
-                 "Seconds between the coordinator's reports of the machines "
-                 "it still waits for, with the command to run on them (0: "
-                 "none)")
+                 "Seconds between the reports of what a daemon waits for: "
+                 "the coordinator's of the machines not there, with the "
+                 "command to run on them (0: none); an agent's of why its "
+                 "coordinator or token is not there (0: only when it "
+                 "changes)")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option(FlagNames("heartbeat_interval"), o.heartbeat_interval_s,
                  "Seconds between agent heartbeats (env "

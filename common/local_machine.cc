@@ -43,7 +43,8 @@ std::string MissingGpuWarning(const AccelerateConfig& config,
   if (!config.UsesGpus() || machine.gpu_count > 0) return "";
   return "the config asks for GPUs (distributed_type " +
          config.distributed_type +
-         ") but this machine has none; starting anyway";
+         ") but this machine has none; starting anyway (to run on CPUs, "
+         "pass --cpu to every daemon, or set use_cpu: true in the config)";
 }
 
 Environment CurrentEnvironment() {

@@ -424,7 +424,7 @@ int RunJob(const StartFlags& flags, JobPlan plan) {
   if (agent_thread.joinable()) agent_thread.join();
   // `logs -f` clients end with the job, and exit with its code.
   trl::launch::v1::JobEndForLogs job_end;
-  job_end.set_exit_code(outcome->exit_code);
+  job_end.set_exit_code(std::clamp(outcome->exit_code, 0, 255));
   job_end.set_summary(
       absl::StrCat(trl::JobPhaseName(outcome->phase), ": ", outcome->summary));
   servers->log_relay->EndAll(job_end);

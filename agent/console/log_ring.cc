@@ -19,6 +19,22 @@ constexpr size_t kEntryOverhead = 64;
 
 }  // namespace
 
+std::string ShownPartOfLine(std::string_view line, size_t max_bytes) {
+  const size_t carriage_return = line.find_last_of('\r');
+  if (carriage_return != std::string_view::npos) {
+    line.remove_prefix(carriage_return + 1);
+  }
+  if (line.size() > max_bytes) {
+    size_t end = max_bytes;
+    // Not inside a UTF-8 sequence: back to a byte that starts a character.
+    while (end > 0 && (static_cast<unsigned char>(line[end]) & 0xC0) == 0x80) {
+      --end;
+    }
+    line = line.substr(0, end);
+  }
+  return std::string(line);
+}
+
 void LogRing::Append(int rank, bool is_stderr, std::string_view line,
                      int64_t generation) {
   const int64_t now = NowUnixMs();
@@ -68,6 +84,25 @@ void LogRing::Append(int rank, bool is_stderr, std::string_view line,
     }
   }
   if (wake) work_.notify_one();
+}
+
+std::vector<LogRing::NewestLine> LogRing::NewestLinesAfter(
+    uint64_t after, uint64_t* newest) const {
+  std::vector<NewestLine> lines;
+  std::lock_guard<std::mutex> lock(mutex_);
+  *newest = next_seq_;  // every line so far has a lower number
+  for (const auto& [rank, ring] : rings_) {
+    if (ring.lines.empty()) continue;
+    const Entry& entry = ring.lines.back();
+    if (entry.seq + 1 <= after) continue;  // sent already
+    NewestLine line;
+    line.rank = rank;
+    line.generation = entry.generation;
+    line.unix_ms = entry.unix_ms;
+    line.text = entry.text;
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 void LogRing::Subscribe(uint64_t id, const std::set<int>& ranks, bool follow,

@@ -27,6 +27,11 @@
 
 namespace trl {
 
+// What a terminal shows of a worker's line (the part after its last
+// carriage return: a progress bar's newest state), at most `max_bytes`,
+// cut at a character's start.
+std::string ShownPartOfLine(std::string_view line, size_t max_bytes);
+
 class LogRing {
  public:
   struct Limits {
@@ -64,6 +69,18 @@ class LogRing {
   // its forwarder's wait.
   void StopTakers();
   void ResumeTakers();
+
+  // Each rank's newest line appended after line number `after` (0: any),
+  // and in `*newest` the number to pass next time: what a progress report
+  // has not sent yet.
+  struct NewestLine {
+    int rank = -1;
+    int64_t generation = -1;
+    int64_t unix_ms = 0;
+    std::string text;
+  };
+  std::vector<NewestLine> NewestLinesAfter(uint64_t after,
+                                           uint64_t* newest) const;
 
   // Lines held now (rings and queues), for tests.
   size_t HeldBytes() const;

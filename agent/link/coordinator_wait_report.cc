@@ -47,8 +47,8 @@ std::string DescribeCoordinatorWaitProblem(
     case CoordinatorWaitProblem::kHandshakeStalled:
       return absl::StrCat(
           "port ", port,
-          " answers but the TLS handshake does not finish: the coordinator "
-          "may be frozen, paused or overloaded");
+          " answers but the connection does not come up (its handshake does "
+          "not finish): the coordinator may be frozen, paused or overloaded");
     case CoordinatorWaitProblem::kHandshakeFails:
       return token_origin.empty()
                  ? absl::StrCat(
@@ -83,14 +83,22 @@ CoordinatorWaitReport::CoordinatorWaitReport(std::string host, int port,
 
 std::string CoordinatorWaitReport::Observe(
     const CoordinatorWaitObservation& observation, Clock::time_point now) {
+  if (!seen_ || observation.problem != seen_problem_) {
+    seen_ = true;
+    seen_problem_ = observation.problem;
+    seen_since_ = now;
+  }
   const auto waited = now - started_;
   if (waited < kQuietStart) return "";
-  const bool changed = !said_ || !(observation == last_said_);
+  // The first line is said at the end of the quiet start whatever it is;
+  // a change of problem once it has held.
+  const bool changed = said_ && observation.problem != last_said_ &&
+                       now - seen_since_ >= kSettle;
   const bool due =
       said_ && interval_.count() > 0 && now - last_said_at_ >= interval_;
-  if (!changed && !due) return "";
+  if (said_ && !changed && !due) return "";
   said_ = true;
-  last_said_ = observation;
+  last_said_ = observation.problem;
   last_said_at_ = now;
   const auto waited_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(waited);

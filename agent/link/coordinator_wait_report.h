@@ -21,9 +21,6 @@ enum class CoordinatorWaitProblem {
 struct CoordinatorWaitObservation {
   CoordinatorWaitProblem problem = CoordinatorWaitProblem::kNoAnswer;
   int error = 0;  // errno of a failed connect, 0 when none
-  bool operator==(const CoordinatorWaitObservation& other) const {
-    return problem == other.problem && error == other.error;
-  }
 };
 
 // The problem and what to check, e.g. "connection refused: nothing listens
@@ -44,11 +41,15 @@ class CoordinatorWaitReport {
                         std::string token_origin, Clock::time_point started);
 
   // The line to log now, or "" for nothing. Nothing in the first second (a
-  // coordinator started beside the agent is not a problem to report).
+  // coordinator started beside the agent is not a problem to report). A
+  // new problem is said once it has held for kSettle (a link that flaps
+  // between two answers says each interval, not each flap); the errno alone
+  // is not a new problem.
   std::string Observe(const CoordinatorWaitObservation& observation,
                       Clock::time_point now);
 
   static constexpr std::chrono::seconds kQuietStart{1};
+  static constexpr std::chrono::seconds kSettle{1};
 
  private:
   std::string host_;
@@ -58,8 +59,12 @@ class CoordinatorWaitReport {
   std::string token_origin_;
   Clock::time_point started_;
   bool said_ = false;
-  CoordinatorWaitObservation last_said_;
+  CoordinatorWaitProblem last_said_ = CoordinatorWaitProblem::kNoAnswer;
   Clock::time_point last_said_at_;
+  // The problem seen now, and since when without a break.
+  bool seen_ = false;
+  CoordinatorWaitProblem seen_problem_ = CoordinatorWaitProblem::kNoAnswer;
+  Clock::time_point seen_since_;
 };
 
 }  // namespace trl

@@ -73,8 +73,10 @@ bool Agent::WaitForCoordinator(
       options_.identity ? options_.token_origin : std::string(), started);
   CoordinatorWaitObservation last;
   // False once the wait should end: a stop was asked for, or the timeout.
-  // Says what stands in the way when it changes and every interval.
-  auto keep_waiting = [&](const CoordinatorWaitObservation& seen) {
+  // Says what stands in the way (`seen`, when `say`) when it changes and
+  // every interval.
+  auto keep_waiting = [&](const CoordinatorWaitObservation& seen,
+                          bool say = true) {
     last = seen;
     if (StopExitCode() != 0) return false;
     const auto now = steady_clock::now();
@@ -87,6 +89,7 @@ bool Agent::WaitForCoordinator(
               options_.identity ? options_.token_origin : std::string()));
       return false;
     }
+    if (!say) return true;
     if (const std::string line = report.Observe(seen, now); !line.empty()) {
       Log()->warn("{}", line);
     }
@@ -138,10 +141,15 @@ bool Agent::WaitForCoordinator(
   grpc_connectivity_state state = channel->GetState(true);
   while (state != GRPC_CHANNEL_READY) {
     CoordinatorWaitObservation seen;
-    seen.problem = state == GRPC_CHANNEL_TRANSIENT_FAILURE
-                       ? CoordinatorWaitProblem::kHandshakeFails
-                       : CoordinatorWaitProblem::kHandshakeStalled;
-    if (!keep_waiting(seen)) return false;
+    const bool failing = state == GRPC_CHANNEL_TRANSIENT_FAILURE;
+    seen.problem = failing ? CoordinatorWaitProblem::kHandshakeFails
+                           : CoordinatorWaitProblem::kHandshakeStalled;
+    // A connection under way is no problem until it has taken a while (it
+    // takes milliseconds when all is well).
+    if (!keep_waiting(seen, failing || steady_clock::now() - attempt_started >
+                                           std::chrono::seconds(3))) {
+      return false;
+    }
     if (channel->WaitForStateChange(state,
                                     std::chrono::system_clock::now() +
                                         std::chrono::milliseconds(200))) {

@@ -395,6 +395,7 @@ void AgentSession::HeartbeatLoop() {
     if (due.datagram && udp_) udp_->SendHeartbeat();
     if (due.stream) WriteLocked(beat);
     WriteHealthLocked();
+    WriteOutputLocked(now);
     // At the next beat, or sooner to read acks.
     heartbeat_wakeup_.wait_until(
         lock, std::min(due.next, steady_clock::now() + period));

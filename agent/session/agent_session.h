@@ -60,6 +60,9 @@ class AgentSession {
   // Writes the health report not yet written, if any; requires
   // write_mutex_.
   void WriteHealthLocked();
+  // Every kOutputReportInterval, each rank's newest output line not yet
+  // reported (agent_session_output.cc); requires write_mutex_.
+  void WriteOutputLocked(std::chrono::steady_clock::time_point now);
   void HeartbeatLoop();
   // Sends the lines of the coordinator's log subscriptions (LogRing) over
   // the stream until the session ends. A slow stream only fills the
@@ -109,6 +112,10 @@ class AgentSession {
   // only the last). Its own lock: ReportHealth never waits for a write.
   std::mutex health_mutex_;
   std::optional<std::string> health_pending_;  // guarded by health_mutex_
+  // What the progress reports have sent (LogRing::NewestLinesAfter), and
+  // when the next is due; under write_mutex_.
+  uint64_t output_reported_ = 0;
+  std::chrono::steady_clock::time_point next_output_report_{};
   // Heartbeats over UDP, once the coordinator offered them; guarded by
   // write_mutex_.
   std::unique_ptr<UdpHeartbeatSender> udp_;

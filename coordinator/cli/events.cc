@@ -20,8 +20,9 @@ namespace {
 
 constexpr int kMaxEventsBytes = 64 << 20;
 
-// "12 s", "5 min", "3 h", "2 days": how old the newest event is.
-std::string Age(int64_t unix_ms) {
+}  // namespace
+
+std::string AgeOf(int64_t unix_ms) {
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::system_clock::now().time_since_epoch())
@@ -32,8 +33,6 @@ std::string Age(int64_t unix_ms) {
   if (seconds < 2 * 86400) return absl::StrCat(seconds / 3600, " h");
   return absl::StrCat(seconds / 86400, " days");
 }
-
-}  // namespace
 
 void AddEventsFlags(CLI::App& app, EventsFlags& flags) {
   AddAddressFlags(app, flags.connection);
@@ -93,7 +92,8 @@ JobEventsLookup LookUpJobEvents(const CoordinatorConnectionFlags& connection,
   auto client = ConnectToCoordinator(connection, kMaxEventsBytes);
   if (!client.ok()) {
     lookup.exit_code = 2;
-    lookup.error = absl::StrCat("error: ", client.status().message());
+    lookup.error = absl::StrCat("error: ", missing, "and the coordinator ",
+                                "cannot be asked: ", client.status().message());
     return lookup;
   }
   pb::JobEvents events;
@@ -129,7 +129,7 @@ int RunEvents(const EventsFlags& flags) {
         events.events().empty()
             ? ""
             : absl::StrCat("; the newest event is ",
-                           Age(events.events().rbegin()->unix_ms()), " old")
+                           AgeOf(events.events().rbegin()->unix_ms()), " old")
                   .c_str());
   }
   const std::string text =

@@ -51,6 +51,9 @@ JobEventsLookup LookUpJobEvents(const CoordinatorConnectionFlags& connection,
                                 const std::string& state_file,
                                 double timeout_s);
 
+// "12 s", "5 min", "3 h", "2 days": how long ago `unix_ms` was.
+std::string AgeOf(int64_t unix_ms);
+
 // Returns the process exit code: 0, 1 when no history could be read, 2 for
 // bad flags or config.
 int RunEvents(const EventsFlags& flags);

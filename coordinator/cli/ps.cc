@@ -4,9 +4,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/network.h"
 #include "coordinator/cli/events.h"
 #include "coordinator/record/diagnosis.h"
 #include "coordinator/record/events.h"
@@ -62,9 +65,43 @@ std::string EndedJobHint(const CoordinatorConnectionFlags& connection,
   if (absl::EndsWith(state_path, ".events")) {
     state_path.resize(state_path.size() - std::string(".events").size());
   }
-  return absl::StrCat("the job on it has ended (", last.text(),
-                      "); its history: trl-coord events --state_file ",
-                      state_path);
+  return absl::StrCat(
+      "the job on it ended ", AgeOf(last.unix_ms()), " ago (", last.text(),
+      "); its history: trl-coord events --state_file ", state_path);
+}
+
+// Why nothing answers at `address` ("host:port"), from one connection
+// attempt: nothing listens (no job there now), no route, or no answer; or
+// gRPC's own words when the port does answer.
+std::string WhyNoAnswer(const std::string& address, const std::string& grpc) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  std::string host = address.substr(0, colon);
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return grpc;
+  }
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const auto numeric = ResolveHost(host);
+  if (!numeric.ok()) return std::string(numeric.status().message());
+  const TcpProbe probe = ProbeTcpPort(*numeric, port, 1000);
+  switch (probe.outcome) {
+    case TcpProbe::kRefused:
+      return "nothing listens on that port: no job runs there now (it has "
+             "ended, or not started; after a job, `trl-coord events` on the "
+             "coordinator's machine shows its history)";
+    case TcpProbe::kUnreachable:
+      return absl::StrCat("no route to ", host, " (",
+                          std::strerror(probe.error), "): check the address");
+    case TcpProbe::kNoAnswer:
+      return "no answer within 1 s: the machine is down, or a firewall drops "
+             "the port";
+    case TcpProbe::kAnswered:
+      break;
+  }
+  return absl::StrCat("its port answers, but: ", grpc);
 }
 
 }  // namespace
@@ -117,13 +154,10 @@ int RunPs(const PsFlags& flags) {
                            why.find("Socket closed") != std::string::npos;
     if (rpc.error_code() == grpc::StatusCode::UNAVAILABLE && !handshake) {
       const std::string ended = EndedJobHint(flags.connection, "");
-      std::fprintf(stderr, "trl-coord ps: no coordinator answers at %s: %s\n",
-                   address.c_str(),
-                   ended.empty()
-                       ? "no job runs there now (it has ended, or not "
-                         "started; after a job, `trl-coord events` on the "
-                         "coordinator's machine shows its history)"
-                       : ended.c_str());
+      std::fprintf(
+          stderr, "trl-coord ps: no coordinator answers at %s: %s\n",
+          address.c_str(),
+          ended.empty() ? WhyNoAnswer(address, why).c_str() : ended.c_str());
       return 1;
     }
     std::fprintf(stderr,

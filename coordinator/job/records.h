@@ -137,6 +137,10 @@ struct RankRecord {
   // Its agent found it hung (the reason), before it exited: its exit,
   // whatever ended it, is a failure with that reason.
   std::string hung;
+  // Its newest output line in this generation, and when it was printed
+  // (progress in view; empty before any).
+  std::string last_line;
+  TimePoint last_line_at;
 };
 
 struct NodeRecord {

@@ -83,6 +83,11 @@ class JobStateMachine {
                      int pid, TimePoint now);
   Decision WorkerExited(int machine_rank, int64_t generation, int local_rank,
                         const WorkerExit& exit, TimePoint now);
+  // Rank `rank` of machine `machine_rank` printed `line` (one line, already
+  // made safe to show) at `at`: kept as its newest line of this generation.
+  // A rank of another machine or generation is ignored (fencing).
+  void RankPrinted(int machine_rank, int64_t generation, int rank,
+                   const std::string& line, TimePoint at);
   // Its agent found a running worker hung (`reason`: the detector and where
   // it stood) and left it alive: the generation fails for it, as for an
   // exit, and is stopped. The rank stays live until its exit comes, which

@@ -22,6 +22,10 @@ std::string OneLine(const std::string& text) {
   return TerminalSafe(Bounded(text, kReasonBytes));
 }
 
+std::string ProgressLine(const std::string& text) {
+  return TerminalSafe(Bounded(text, kProgressLineBytes));
+}
+
 WorkerExit FromProto(const pb::WorkerExited& exited) {
   WorkerExit exit;
   exit.exit_code = exited.exit_code();

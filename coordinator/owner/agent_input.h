@@ -21,6 +21,7 @@ inline constexpr size_t kReasonBytes =
 inline constexpr size_t kLineBytes =
     2048;  // one of a failing rank's last lines
 inline constexpr int kLines = 20;
+inline constexpr size_t kProgressLineBytes = 256;  // a rank's newest line
 
 // `text`, at most `bytes` of it and "... [cut]".
 std::string Bounded(const std::string& text, size_t bytes);
@@ -29,6 +30,9 @@ std::string Bounded(const std::string& text, size_t bytes);
 // escapes, C0 or C1) and no bidi controls (no line shown reordered): each
 // is a space.
 std::string OneLine(const std::string& text);
+
+// A rank's newest output line: as OneLine, at most kProgressLineBytes.
+std::string ProgressLine(const std::string& text);
 
 WorkerExit FromProto(const trl::launch::v1::WorkerExited& exited);
 

@@ -156,6 +156,15 @@ void CoordinatorCore::OnMessage(AgentLink* link,
                                   OneLine(hung.reason()), now));
       break;
     }
+    case pb::AgentMessage::kRankOutput: {
+      // Ranks this machine does not have in this generation are ignored
+      // by the state machine; each line is bounded and made safe to show.
+      for (const auto& line : message.rank_output().lines()) {
+        machine_.RankPrinted(m, line.generation(), line.rank(),
+                             ProgressLine(line.text()), now);
+      }
+      break;
+    }
     case pb::AgentMessage::kStacksCaptured:
       SendReleased(
           capture_barrier_.Captured(m, message.stacks_captured().generation()));

@@ -105,7 +105,8 @@ class LogRelay::Client : public grpc::ServerWriteReactor<pb::LogBatch> {
     {
       MutexLock lock(&mutex_);
       ended_ = true;
-      job_end_ = job_end;
+      // Only a client that follows to the end exits with the job's code.
+      if (follow_) job_end_ = job_end;
       write = NextLocked(&finish);
     }
     Act(write, finish);

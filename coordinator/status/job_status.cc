@@ -103,7 +103,12 @@ int ExitCodeShown(const RankRecord& rank) {
   return rank.state == RankState::kLost ? -1 : rank.exit.exit_code;
 }
 
-void FillRank(const RankRecord& rank, pb::RankStatus* out) {
+// How long ago a rank's newest line was heard; -1 before any.
+double LastLineAge(const RankRecord& rank, TimePoint now) {
+  return rank.last_line.empty() ? -1.0 : Seconds(rank.last_line_at, now);
+}
+
+void FillRank(const RankRecord& rank, TimePoint now, pb::RankStatus* out) {
   out->set_rank(rank.rank);
   out->set_local_rank(rank.local_rank);
   out->set_machine_rank(rank.machine_rank);
@@ -112,6 +117,8 @@ void FillRank(const RankRecord& rank, pb::RankStatus* out) {
   out->set_exit_code(ExitCodeShown(rank));
   out->set_signal(rank.exit.signal);
   out->set_hostname(rank.hostname);
+  out->set_last_line(rank.last_line);
+  out->set_last_line_age_s(LastLineAge(rank, now));
 }
 
 void FillFailure(const FailureRecord& failure, pb::FailureRecord* out) {
@@ -141,7 +148,7 @@ void Summarize(const JobStateMachine& machine, TimePoint now,
   }
   for (const auto& rank : machine.ranks()) {
     if (pb::RankStatus* row = builder.AddRank(RankStateName(rank.state))) {
-      FillRank(rank, row);
+      FillRank(rank, now, row);
     }
   }
   builder.Finish();
@@ -165,14 +172,14 @@ void CopyNodeRows(const JobStateMachine& machine, TimePoint now,
   }
 }
 
-void CopyRankRows(const JobStateMachine& machine,
+void CopyRankRows(const JobStateMachine& machine, TimePoint now,
                   std::vector<JobStatusCopy::RankRow>* rows) {
   rows->reserve(machine.ranks().size());
   for (const auto& rank : machine.ranks()) {
     rows->push_back(JobStatusCopy::RankRow{
         rank.rank, rank.local_rank, rank.machine_rank, rank.pid,
         RankStateName(rank.state), ExitCodeShown(rank), rank.exit.signal,
-        rank.hostname});
+        rank.hostname, rank.last_line, LastLineAge(rank, now)});
   }
 }
 
@@ -197,6 +204,8 @@ void AddRank(const JobStatusCopy::RankRow& r, pb::JobStatus* status) {
   out->set_exit_code(r.exit_code);
   out->set_signal(r.signal);
   out->set_hostname(r.hostname);
+  out->set_last_line(r.last_line);
+  out->set_last_line_age_s(r.last_line_age_s);
 }
 
 }  // namespace
@@ -206,7 +215,9 @@ pb::JobStatus DescribeJob(const JobStateMachine& machine, TimePoint now) {
   for (const auto& [m, node] : machine.nodes()) {
     FillNode(machine, m, node, now, status.add_nodes());
   }
-  for (const auto& rank : machine.ranks()) FillRank(rank, status.add_ranks());
+  for (const auto& rank : machine.ranks()) {
+    FillRank(rank, now, status.add_ranks());
+  }
   for (const auto& failure : machine.failures()) {
     FillFailure(failure, status.add_failures());
   }
@@ -222,7 +233,7 @@ JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
   if (AsksForWholeStatus(request)) {
     // Every row, copied as it is; the message is built off the owner.
     CopyNodeRows(machine, now, via, &copy.nodes);
-    CopyRankRows(machine, &copy.ranks);
+    CopyRankRows(machine, now, &copy.ranks);
     for (const auto& failure : machine.failures()) {
       FillFailure(failure, copy.status.add_failures());
     }
@@ -252,10 +263,10 @@ JobStatusCopy CopyJobStatus(const JobStateMachine& machine, TimePoint now,
       copy.status.set_ranks_matching(TakeSlice(
           ranks, request.ranks(), [](const auto&) { return true; },
           [&](const RankRecord& rank) {
-            FillRank(rank, copy.status.add_ranks());
+            FillRank(rank, now, copy.status.add_ranks());
           }));
     } else {
-      CopyRankRows(machine, &copy.ranks);
+      CopyRankRows(machine, now, &copy.ranks);
     }
   }
   return copy;

@@ -46,6 +46,8 @@ struct JobStatusCopy {
     int exit_code;
     int signal;
     std::string hostname;
+    std::string last_line;
+    double last_line_age_s;
   };
   trl::launch::v1::JobStatus status;
   trl::launch::v1::JobStatusRequest request;

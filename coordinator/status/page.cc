@@ -48,7 +48,8 @@ border-bottom:1px solid #eee} th{background:#fafafa}
 <button id="rank-prev">&lt;</button><span id="rank-page"></span>
 <button id="rank-next">&gt;</button>
 <table><thead><tr><th>rank</th><th>local</th><th>machine</th><th>pid</th>
-<th>host</th><th>state</th><th>exit</th></tr></thead><tbody id="ranks"></tbody></table>
+<th>host</th><th>state</th><th>exit</th><th>last line</th></tr></thead>
+<tbody id="ranks"></tbody></table>
 <h2>Failures (root cause first)</h2><div id="failures">none</div>
 <h2>Generations</h2>
 <div class="muted">green: running; orange: from its ranks handed out to
@@ -142,7 +143,9 @@ function render(s) {
                  n.workers));
   showPage("rank", s.ranks, s.ranks_matching,
       (r) => row(r.rank, r.local_rank, r.machine_rank, r.pid,
-                 r.hostname || "-", r.state, exitText(r)));
+                 r.hostname || "-", r.state, exitText(r),
+                 r.last_line ? r.last_line + " (" +
+                     seconds(r.last_line_age_s) + " ago)" : ""));
   const recent = summary.recent_failures;
   const failures = recent.map((f) => el("div",
       el("b", "generation " + f.generation + ": "), f.reason,

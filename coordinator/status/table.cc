@@ -88,16 +88,34 @@ void AppendMachine(std::string* out, const pb::NodeStatus& node) {
 }
 
 void AppendRankHeader(std::string* out) {
-  absl::StrAppendFormat(out, "\n%-6s %-6s %-8s %-8s %-20s %-10s %s\n", "RANK",
-                        "LOCAL", "MACHINE", "PID", "HOST", "STATE", "EXIT");
+  absl::StrAppendFormat(out, "\n%-6s %-6s %-8s %-8s %-20s %-10s %-8s %s\n",
+                        "RANK", "LOCAL", "MACHINE", "PID", "HOST", "STATE",
+                        "EXIT", "LAST LINE");
+}
+
+// A rank's newest line as a table cell: at most kShownBytes of it, cut
+// where a character starts, and how long ago it was printed.
+std::string LastLineCell(const pb::RankStatus& rank) {
+  constexpr size_t kShownBytes = 72;
+  if (rank.last_line().empty()) return "-";
+  std::string text = rank.last_line();
+  if (text.size() > kShownBytes) {
+    size_t end = kShownBytes;
+    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+      --end;
+    }
+    text = text.substr(0, end) + "...";
+  }
+  return absl::StrFormat("%s (%.0fs ago)", text, rank.last_line_age_s());
 }
 
 void AppendRank(std::string* out, const pb::RankStatus& rank) {
   absl::StrAppendFormat(
-      out, "%-6d %-6d %-8d %-8d %-20s %-10s %s\n", rank.rank(),
+      out, "%-6d %-6d %-8d %-8d %-20s %-10s %-8s %s\n", rank.rank(),
       rank.local_rank(), rank.machine_rank(), rank.pid(),
       rank.hostname().empty() ? "-" : rank.hostname(), rank.state(),
-      ExitText(rank.exit_code(), rank.signal(), rank.state()));
+      ExitText(rank.exit_code(), rank.signal(), rank.state()),
+      LastLineCell(rank));
 }
 
 void AppendFailure(std::string* out, const pb::FailureRecord& failure) {

@@ -62,7 +62,12 @@ TEST_F(LauncherTest, PsWithoutACoordinatorSaysSo) {
                  "127.0.0.1:" + std::to_string(port_), "--timeout", "1"},
                 {"TRL_AUTH_TOKEN=no-coordinator-checks-it"});
   EXPECT_EQ(ps.Wait(seconds(10)), 1);
-  EXPECT_NE(ps.Stderr().find("cannot get the job's status"), std::string::npos)
+  EXPECT_NE(ps.Stderr().find("no coordinator answers at 127.0.0.1:" +
+                             std::to_string(port_)),
+            std::string::npos)
+      << ps.Output();
+  EXPECT_EQ(ps.Stderr().find("failed to connect to all addresses"),
+            std::string::npos)
       << ps.Output();
 }
 

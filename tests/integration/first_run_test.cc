@@ -1,6 +1,7 @@
 // A newcomer's first run, as the person sees it (issue 38): nothing waits in
 // silence, the token is part of the first run, and the commands that ask
 // about a job name it the way `start` does.
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -105,7 +106,8 @@ TEST_F(FirstRunTest, TheTokenIsPartOfTheFirstRun) {
   for (auto& flag : ClusterFlags(2, 2)) argv.push_back(flag);
   argv.insert(argv.end(), {"--no_python", "/bin/true"});
   Subprocess coord(argv, {"HOME=" + coord_home});
-  ASSERT_TRUE(coord.WaitForOutput("waiting for 2 machine(s)", seconds(10)))
+  // Said after the token and the state file, once machine 0's agent is in.
+  ASSERT_TRUE(coord.WaitForOutput("machine 0 registered", seconds(10)))
       << coord.Output();
   const std::string token_file = coord_home + "/.trl/token";
   EXPECT_NE(coord.Stderr().find("auth token: " + token_file + " (created now)"),
@@ -117,16 +119,21 @@ TEST_F(FirstRunTest, TheTokenIsPartOfTheFirstRun) {
   EXPECT_NE(coord.Stderr().find("the job's state and history are kept in "),
             std::string::npos);
   // `ps` names the machine not there, and what to run on it.
-  Subprocess ps(
-      {TRL_COORD_BIN, "ps", "--main_process_port", std::to_string(port_)},
-      {"HOME=" + coord_home});
-  EXPECT_EQ(ps.Wait(seconds(10)), 0) << ps.Output();
-  EXPECT_NE(ps.Stdout().find("waiting for: 1 machine not registered (1); on "
-                             "each, run: trl-agent "),
-            std::string::npos)
-      << ps.Stdout();
-  EXPECT_NE(ps.Stdout().find("--machine_rank N"), std::string::npos)
-      << ps.Stdout();
+  std::string shown;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        Subprocess ps(
+            {TRL_COORD_BIN, "ps", "--main_process_port", std::to_string(port_)},
+            {"HOME=" + coord_home});
+        if (ps.Wait(seconds(10)) != 0) return false;
+        shown = ps.Stdout();
+        return shown.find(
+                   "waiting for: 1 machine not registered (1); on "
+                   "each, run: trl-agent ") != std::string::npos;
+      },
+      seconds(10)))
+      << shown;
+  EXPECT_NE(shown.find("--machine_rank N"), std::string::npos) << shown;
 
   Subprocess agent(AgentArgv({"--waiting_report_interval", "1"}),
                    {"HOME=" + agent_home});
@@ -235,9 +242,11 @@ TEST_F(FirstRunTest, AskingAboutAnEndedJobSaysSoAndPointsToItsHistory) {
   Subprocess ps(
       {TRL_COORD_BIN, "ps", "--main_process_port", std::to_string(port_)});
   EXPECT_EQ(ps.Wait(seconds(20)), 1) << ps.Output();
-  EXPECT_NE(ps.Stderr().find(
-                "no coordinator answers at 127.0.0.1:" + std::to_string(port_) +
-                ": the job on it has ended (succeeded"),
+  EXPECT_NE(ps.Stderr().find("no coordinator answers at 127.0.0.1:" +
+                             std::to_string(port_) + ": the job on it ended "),
+            std::string::npos)
+      << ps.Stderr();
+  EXPECT_NE(ps.Stderr().find(" ago (succeeded (exit code 0)"),
             std::string::npos)
       << ps.Stderr();
   EXPECT_NE(ps.Stderr().find("its history: trl-coord events --state_file "),
@@ -251,6 +260,35 @@ TEST_F(FirstRunTest, AskingAboutAnEndedJobSaysSoAndPointsToItsHistory) {
   EXPECT_EQ(far.Wait(seconds(20)), 1) << far.Output();
   EXPECT_NE(far.Stderr().find("no job runs there now"), std::string::npos)
       << far.Stderr();
+}
+
+// Progress in view: while a job runs, `ps` shows each rank's newest line
+// (what the script printed last: a step, a loss), and how long ago.
+TEST_F(FirstRunTest, PsShowsEachRanksNewestLine) {
+  auto agent = StartAgent(2, 2, 1);
+  auto coord = StartCoordinator(
+      2, 2,
+      {"--no_python", "/bin/sh", "-c",
+       "echo \"step 1 loss 0.9 of $RANK\"; echo \"step 7 loss 0.5 of "
+       "$RANK\"; exec sleep 60"});
+  ASSERT_TRUE(coord->WaitForOutput("generation 0", seconds(10)))
+      << coord->Output();
+  std::string shown;
+  const bool both = WaitUntil(
+      [&] {
+        Subprocess ps({TRL_COORD_BIN, "ps", "--main_process_port",
+                       std::to_string(port_)});
+        if (ps.Wait(seconds(10)) != 0) return false;
+        shown = ps.Stdout();
+        return shown.find("step 7 loss 0.5 of 0 (") != std::string::npos &&
+               shown.find("step 7 loss 0.5 of 1 (") != std::string::npos;
+      },
+      seconds(15));
+  EXPECT_TRUE(both) << shown << coord->Output();
+  EXPECT_NE(shown.find("LAST LINE"), std::string::npos) << shown;
+  coord->Signal(SIGTERM);
+  EXPECT_TRUE(coord->Wait(seconds(30)).has_value());
+  EXPECT_TRUE(agent->Wait(seconds(30)).has_value());
 }
 
 }  // namespace

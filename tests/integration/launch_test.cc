@@ -141,6 +141,9 @@ TEST_F(LauncherTest, GpuConfigStartsWithoutGpusAndGetsAnNcclId) {
                                   "but this machine has none"),
               std::string::npos)
         << coord.Stderr();
+    EXPECT_NE(coord.Stderr().find("to run on CPUs, pass --cpu"),
+              std::string::npos)
+        << coord.Stderr();
   }
 #ifdef TRL_HAVE_NCCL
   // One fresh id for the generation, the same on every rank.

@@ -134,5 +134,45 @@ TEST(LogRingTest, AFullQueueDropsLinesWithAMarkerAndNeverWaits) {
   EXPECT_EQ(batches[0].lines(0).text(), "again");
 }
 
+// What a progress report sends: each rank's newest line since the last
+// report, nothing for a rank that printed nothing since.
+TEST(LogRingTest, NewestLinesAfterGivesEachRanksNewestLineOnce) {
+  LogRing ring;
+  ring.Append(0, false, "step 1", 0);
+  ring.Append(0, false, "step 2", 0);
+  ring.Append(1, true, "warming up", 0);
+  uint64_t newest = 0;
+  auto lines = ring.NewestLinesAfter(0, &newest);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].rank, 0);
+  EXPECT_EQ(lines[0].text, "step 2");
+  EXPECT_EQ(lines[0].generation, 0);
+  EXPECT_EQ(lines[1].text, "warming up");
+  EXPECT_TRUE(ring.NewestLinesAfter(newest, &newest).empty());
+  ring.Append(1, false, "step 3", 1);
+  lines = ring.NewestLinesAfter(newest, &newest);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rank, 1);
+  EXPECT_EQ(lines[0].text, "step 3");
+  EXPECT_EQ(lines[0].generation, 1);
+}
+
+// A progress bar's line shows as a terminal would (after its last \r), and
+// a long line is cut where a character starts.
+TEST(LogRingTest, TheShownPartOfALineIsWhatATerminalShows) {
+  EXPECT_EQ(ShownPartOfLine("10%|#  \r50%|#####  \r100%|##########", 100),
+            "100%|##########");
+  EXPECT_EQ(ShownPartOfLine("loss 0.5", 100), "loss 0.5");
+  // "é" is two bytes: a cut after 2 bytes of "aé" keeps only "a".
+  EXPECT_EQ(ShownPartOfLine("a\xc3\xa9"
+                            "b",
+                            2),
+            "a");
+  EXPECT_EQ(ShownPartOfLine("a\xc3\xa9"
+                            "b",
+                            3),
+            "a\xc3\xa9");
+}
+
 }  // namespace
 }  // namespace trl

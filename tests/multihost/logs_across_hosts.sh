@@ -64,7 +64,12 @@ fi
 # check FILE RANK FIRST LAST: every line is "TIME [rank RANK] tick N of
 # RANK" with N from FIRST to LAST, in order.
 check() {
-  local bad
+  local bad marks
+  # One generation: its mark first, then only the workers' lines.
+  marks=$(grep -c '^==== generation [0-9]* ====$' "$1")
+  [ "$marks" = 1 ] && head -1 "$1" | grep -qx '==== generation 0 ====' \
+    || { echo "expected one mark, generation 0's, first: $marks"; return 1; }
+  sed -i '1d' "$1"
   bad=$(grep -Ev '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z \[rank [0-9]+\] tick [0-9]+ of [0-9]+$' "$1" | head -1)
   [ -z "$bad" ] || { echo "bad line: $bad"; return 1; }
   awk -v rank="$2" -v first="$3" -v last="$4" '

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Loads a running job's status page in headless Chromium, once, and drives
 it over the DevTools protocol: the page must show the machines, the ranks
-and generation 0; then rank 0's worker is killed (SIGKILL) and, without a
+and generation 0, and each rank's newest line (the markup below) as text;
+then rank 0's worker is killed (SIGKILL) and, without a
 reload, the page must show generation 1 and the failure, with the worker's
 last line `<img src=x onerror=alert(1)>` as text, not as an element.
 Then, two ranks a page, the page moves through the pages and searches,
@@ -199,6 +200,12 @@ def main():
         page.wait_for("generation 0 running",
                       lambda t: "state running" in t and "generation 0" in t
                       and "ranks: running 4" in t, 30)
+        # Each rank's newest line (the markup it printed) is in its row, as
+        # text: no element came of it.
+        page.wait_for("each rank's newest line in its row",
+                      lambda t: t.count(XSS) >= 4, 30)
+        assert page.evaluate(
+            "document.querySelectorAll('#ranks img').length") == 0
         # A mark the page keeps only as long as it is not loaded again.
         page.evaluate("window.loadedOnce = 'yes'")
         text = page.evaluate("document.body.innerText")

@@ -50,19 +50,40 @@ TEST(CoordinatorWaitReportTest, SaysNothingInTheFirstSecond) {
   EXPECT_NE(line.find("the wait ends in 899 s"), std::string::npos) << line;
 }
 
-TEST(CoordinatorWaitReportTest, RepeatsEveryIntervalAndAtOnceOnAChange) {
+TEST(CoordinatorWaitReportTest, RepeatsEveryIntervalAndSaysAChangeThatHeld) {
   auto report = Report(seconds(15));
   ASSERT_NE(report.Observe(Seen(Problem::kRefused), kStart + seconds(1)), "");
   EXPECT_EQ(report.Observe(Seen(Problem::kRefused), kStart + seconds(15)), "");
   const std::string again =
       report.Observe(Seen(Problem::kRefused), kStart + seconds(16));
   EXPECT_NE(again.find("for 16 s"), std::string::npos) << again;
-  // The coordinator's port opens but its handshake fails: said at once.
+  // The coordinator's port opens but its handshake fails: said once that
+  // has held for a second.
+  EXPECT_EQ(
+      report.Observe(Seen(Problem::kHandshakeFails), kStart + seconds(17)), "");
   const std::string changed =
-      report.Observe(Seen(Problem::kHandshakeFails), kStart + seconds(17));
+      report.Observe(Seen(Problem::kHandshakeFails), kStart + seconds(18));
   EXPECT_NE(changed.find("TLS handshake fails"), std::string::npos) << changed;
   EXPECT_EQ(
-      report.Observe(Seen(Problem::kHandshakeFails), kStart + seconds(18)), "");
+      report.Observe(Seen(Problem::kHandshakeFails), kStart + seconds(19)), "");
+}
+
+// A link that flaps between two answers every 100 ms (an ICMP rate limit:
+// no route, then no answer) is said every interval, not at every flap; an
+// errno that changes with the same problem is no change either.
+TEST(CoordinatorWaitReportTest, AFlappingLinkIsSaidEveryIntervalNotEveryFlap) {
+  auto report = Report(seconds(15));
+  int lines = 0;
+  for (int ms = 0; ms < 30000; ms += 100) {
+    const Problem problem =
+        (ms / 100) % 2 == 0 ? Problem::kUnreachable : Problem::kNoAnswer;
+    const int error = (ms / 100) % 3 == 0 ? EHOSTUNREACH : ENETUNREACH;
+    if (!report.Observe(Seen(problem, error), kStart + milliseconds(ms))
+             .empty()) {
+      ++lines;
+    }
+  }
+  EXPECT_EQ(lines, 2);  // at 1 s and at 16 s
 }
 
 TEST(CoordinatorWaitReportTest, AZeroIntervalSaysEachProblemOnce) {
@@ -70,7 +91,8 @@ TEST(CoordinatorWaitReportTest, AZeroIntervalSaysEachProblemOnce) {
   ASSERT_NE(report.Observe(Seen(Problem::kNoAnswer), kStart + seconds(2)), "");
   EXPECT_EQ(report.Observe(Seen(Problem::kNoAnswer), kStart + seconds(600)),
             "");
-  EXPECT_NE(report.Observe(Seen(Problem::kRefused), kStart + seconds(601)), "");
+  EXPECT_EQ(report.Observe(Seen(Problem::kRefused), kStart + seconds(601)), "");
+  EXPECT_NE(report.Observe(Seen(Problem::kRefused), kStart + seconds(602)), "");
 }
 
 TEST(CoordinatorWaitReportTest, EachProblemNamesWhatToCheck) {

@@ -216,5 +216,50 @@ TEST(JobStatusTest, TheMachinesNotRegisteredAreNamedWhileTheJobWaits) {
   EXPECT_EQ(FormatJobTable(all_there).find("waiting for:"), std::string::npos);
 }
 
+// Progress in view: each rank's newest line of this generation, with its
+// age, in the status and in `ps`; a line said for a rank of another
+// machine, or of another generation, is not taken.
+TEST(JobStatusTest, EachRanksNewestLineIsShownWithItsAge) {
+  TimePoint now = TimePoint() + seconds(100);
+  JobSettings settings;
+  settings.job_id = "job-9";
+  settings.num_machines = 2;
+  JobStateMachine job(settings, now);
+  for (int m : {0, 1}) {
+    AgentInfo agent;
+    agent.machine_rank = m;
+    agent.hostname = "node0" + std::to_string(m);
+    agent.local_world_size = 2;
+    ASSERT_TRUE(job.Register(agent, now).ok());
+  }
+  const GenerationStart start = job.StartGeneration(now);
+  job.RankPrinted(1, start.generation, 3, "{'loss': 0.42, 'epoch': 1.0}", now);
+  job.RankPrinted(0, start.generation, 3, "machine 0 has no rank 3", now);
+  job.RankPrinted(1, start.generation + 1, 2, "a later generation", now);
+  job.RankPrinted(1, start.generation, -5, "no such rank", now);
+  now += seconds(4);
+
+  const pb::JobStatus status = DescribeJob(job, now);
+  ASSERT_EQ(status.ranks_size(), 4);
+  EXPECT_EQ(status.ranks(3).last_line(), "{'loss': 0.42, 'epoch': 1.0}");
+  EXPECT_DOUBLE_EQ(status.ranks(3).last_line_age_s(), 4.0);
+  for (int rank : {0, 1, 2}) {
+    EXPECT_EQ(status.ranks(rank).last_line(), "") << rank;
+    EXPECT_DOUBLE_EQ(status.ranks(rank).last_line_age_s(), -1.0) << rank;
+  }
+  const std::string table = FormatJobTable(status);
+  EXPECT_NE(table.find("LAST LINE"), std::string::npos) << table;
+  EXPECT_NE(table.find("{'loss': 0.42, 'epoch': 1.0} (4s ago)"),
+            std::string::npos)
+      << table;
+
+  // The copied rows (the whole status built off the owner) say the same.
+  const pb::JobStatus copied =
+      FinishJobStatus(CopyJobStatus(job, now, pb::JobStatusRequest(), nullptr));
+  ASSERT_EQ(copied.ranks_size(), 4);
+  EXPECT_EQ(copied.ranks(3).last_line(), "{'loss': 0.42, 'epoch': 1.0}");
+  EXPECT_DOUBLE_EQ(copied.ranks(3).last_line_age_s(), 4.0);
+}
+
 }  // namespace
 }  // namespace trl
