@@ -20,10 +20,41 @@ constexpr size_t kEntryOverhead = 64;
 }  // namespace
 
 std::string ShownPartOfLine(std::string_view line, size_t max_bytes) {
+  // The newest segment after a carriage return that is not empty ("loss
+  // 0.5\r\n" shows "loss 0.5").
+  while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   const size_t carriage_return = line.find_last_of('\r');
   if (carriage_return != std::string_view::npos) {
     line.remove_prefix(carriage_return + 1);
   }
+  // Without terminal escapes (colours, cursor moves): ESC [ ... final byte,
+  // and ESC ] ... BEL or ESC \ (a title); another ESC goes with its next
+  // byte.
+  std::string plain;
+  plain.reserve(line.size());
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != '\x1b') {
+      plain.push_back(line[i]);
+      continue;
+    }
+    if (i + 1 < line.size() && line[i + 1] == '[') {
+      i += 2;
+      while (i < line.size() && !(line[i] >= 0x40 && line[i] <= 0x7e)) {
+        ++i;
+      }
+    } else if (i + 1 < line.size() && line[i + 1] == ']') {
+      i += 2;
+      while (
+          i < line.size() && line[i] != '\a' &&
+          !(line[i] == '\x1b' && i + 1 < line.size() && line[i + 1] == '\\')) {
+        ++i;
+      }
+      if (i < line.size() && line[i] == '\x1b') ++i;
+    } else {
+      ++i;
+    }
+  }
+  line = plain;
   if (line.size() > max_bytes) {
     size_t end = max_bytes;
     // Not inside a UTF-8 sequence: back to a byte that starts a character.

@@ -27,9 +27,9 @@
 
 namespace trl {
 
-// What a terminal shows of a worker's line (the part after its last
-// carriage return: a progress bar's newest state), at most `max_bytes`,
-// cut at a character's start.
+// What a terminal shows of a worker's line (the newest non-empty part
+// after a carriage return: a progress bar's newest state), without terminal
+// escape sequences, at most `max_bytes`, cut at a character's start.
 std::string ShownPartOfLine(std::string_view line, size_t max_bytes);
 
 class LogRing {

@@ -395,7 +395,6 @@ void AgentSession::HeartbeatLoop() {
     if (due.datagram && udp_) udp_->SendHeartbeat();
     if (due.stream) WriteLocked(beat);
     WriteHealthLocked();
-    WriteOutputLocked(now);
     // At the next beat, or sooner to read acks.
     heartbeat_wakeup_.wait_until(
         lock, std::min(due.next, steady_clock::now() + period));
@@ -430,6 +429,17 @@ void AgentSession::ForwardLogs() {
           logs_stop_) {
         continue;
       }
+    }
+    // The ranks' newest lines when due (progress in view), with this
+    // credit: they never wait behind a stream the coordinator is not
+    // reading.
+    if (TakeOutputReport(steady_clock::now(), &message)) {
+      {
+        std::lock_guard<std::mutex> lock(logs_mutex_);
+        --log_credits_;
+      }
+      Write(message);
+      continue;
     }
     if (!console_->logs().TakeBatch(message.mutable_log_batch(), kBatchBytes,
                                     std::chrono::milliseconds(100))) {

@@ -60,9 +60,12 @@ class AgentSession {
   // Writes the health report not yet written, if any; requires
   // write_mutex_.
   void WriteHealthLocked();
-  // Every kOutputReportInterval, each rank's newest output line not yet
-  // reported (agent_session_output.cc); requires write_mutex_.
-  void WriteOutputLocked(std::chrono::steady_clock::time_point now);
+  // When due, each rank's newest output line not yet reported
+  // (agent_session_output.cc), as a RankOutput message; false when there is
+  // none. Only ForwardLogs calls it (it owns the report's state), and sends
+  // it with a log credit.
+  bool TakeOutputReport(std::chrono::steady_clock::time_point now,
+                        trl::launch::v1::AgentMessage* message);
   void HeartbeatLoop();
   // Sends the lines of the coordinator's log subscriptions (LogRing) over
   // the stream until the session ends. A slow stream only fills the
@@ -113,7 +116,7 @@ class AgentSession {
   std::mutex health_mutex_;
   std::optional<std::string> health_pending_;  // guarded by health_mutex_
   // What the progress reports have sent (LogRing::NewestLinesAfter), and
-  // when the next is due; under write_mutex_.
+  // when the next is due; ForwardLogs's thread only.
   uint64_t output_reported_ = 0;
   std::chrono::steady_clock::time_point next_output_report_{};
   // Heartbeats over UDP, once the coordinator offered them; guarded by

@@ -92,8 +92,12 @@ JobEventsLookup LookUpJobEvents(const CoordinatorConnectionFlags& connection,
   auto client = ConnectToCoordinator(connection, kMaxEventsBytes);
   if (!client.ok()) {
     lookup.exit_code = 2;
-    lookup.error = absl::StrCat("error: ", missing, "and the coordinator ",
-                                "cannot be asked: ", client.status().message());
+    lookup.error = missing.empty()
+                       ? absl::StrCat("error: ", client.status().message())
+                       : absl::StrCat("error: ", missing,
+                                      "and the coordinator cannot be "
+                                      "asked: ",
+                                      client.status().message());
     return lookup;
   }
   pb::JobEvents events;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/terminal_text.h"
+#include "common/utf8.h"
 
 namespace trl {
 
@@ -23,7 +24,9 @@ std::string OneLine(const std::string& text) {
 }
 
 std::string ProgressLine(const std::string& text) {
-  return TerminalSafe(Bounded(text, kProgressLineBytes));
+  // Sent as bytes: made valid UTF-8 here, or one agent could make the whole
+  // status unparseable (a proto3 string must be UTF-8).
+  return TerminalSafe(Bounded(ToValidUtf8(text), kProgressLineBytes));
 }
 
 WorkerExit FromProto(const pb::WorkerExited& exited) {

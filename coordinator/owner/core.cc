@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -160,8 +161,12 @@ void CoordinatorCore::OnMessage(AgentLink* link,
       // Ranks this machine does not have in this generation are ignored
       // by the state machine; each line is bounded and made safe to show.
       for (const auto& line : message.rank_output().lines()) {
+        // Its age as the agent measured it (a reconnect sends a line of an
+        // hour ago again: it stays an hour old), within [0, a day].
+        const auto age = std::chrono::milliseconds(
+            std::clamp<int64_t>(line.age_ms(), 0, int64_t{86400000}));
         machine_.RankPrinted(m, line.generation(), line.rank(),
-                             ProgressLine(line.text()), now);
+                             ProgressLine(line.text()), now - age);
       }
       break;
     }

@@ -128,16 +128,29 @@ class AgentStream
       pb::CoordinatorMessage ack;
       ack.mutable_log_ack();
       Send(ack);
-    } else if (!core_->OnMessage(this, incoming_)) {
-      // This stream has its share of the owner's queue: no next read (gRPC
-      // reads no more of it; TCP's flow control holds the agent) until the
-      // owner calls ResumeReading, which may already have happened.
-      MutexLock lock(&mutex_);
-      if (!resumed_early_) {
-        read_paused_ = true;
-        return;
+    } else {
+      // A report of the ranks' newest lines came with a log credit: the ack
+      // gives it back once it is read, so an agent whose stream is not read
+      // writes no more of them.
+      const bool credit = incoming_.has_rank_output();
+      const bool more = core_->OnMessage(this, incoming_);
+      if (credit) {
+        pb::CoordinatorMessage ack;
+        ack.mutable_log_ack();
+        Send(ack);
       }
-      resumed_early_ = false;
+      if (!more) {
+        // This stream has its share of the owner's queue: no next read
+        // (gRPC reads no more of it; TCP's flow control holds the agent)
+        // until the owner calls ResumeReading, which may already have
+        // happened.
+        MutexLock lock(&mutex_);
+        if (!resumed_early_) {
+          read_paused_ = true;
+          return;
+        }
+        resumed_early_ = false;
+      }
     }
     HandToGrpc(this);
     StartRead(&incoming_);

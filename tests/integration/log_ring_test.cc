@@ -163,6 +163,10 @@ TEST(LogRingTest, TheShownPartOfALineIsWhatATerminalShows) {
   EXPECT_EQ(ShownPartOfLine("10%|#  \r50%|#####  \r100%|##########", 100),
             "100%|##########");
   EXPECT_EQ(ShownPartOfLine("loss 0.5", 100), "loss 0.5");
+  EXPECT_EQ(ShownPartOfLine("loss 0.5\r", 100), "loss 0.5");  // CRLF
+  EXPECT_EQ(ShownPartOfLine("\x1b[32mloss\x1b[0m 0.5", 100), "loss 0.5");
+  EXPECT_EQ(ShownPartOfLine("\x1b]0;a title\x07step 3", 100), "step 3");
+  EXPECT_EQ(ShownPartOfLine("\x1b]0;a title\x1b\\step 4", 100), "step 4");
   // "é" is two bytes: a cut after 2 bytes of "aé" keeps only "a".
   EXPECT_EQ(ShownPartOfLine("a\xc3\xa9"
                             "b",

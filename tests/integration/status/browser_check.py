@@ -202,8 +202,10 @@ def main():
                       and "ranks: running 4" in t, 30)
         # Each rank's newest line (the markup it printed) is in its row, as
         # text: no element came of it.
-        page.wait_for("each rank's newest line in its row",
-                      lambda t: t.count(XSS) >= 4, 30)
+        ranks_text = ("document.getElementById('ranks').innerText"
+                      ".split(" + json.dumps(XSS) + ").length - 1")
+        wait_until("each rank's newest line in its row",
+                   lambda: page.evaluate(ranks_text), lambda n: n == 4, 30)
         assert page.evaluate(
             "document.querySelectorAll('#ranks img').length") == 0
         # A mark the page keeps only as long as it is not loaded again.
@@ -220,8 +222,11 @@ def main():
         os.kill(pid, signal.SIGKILL)
         text = page.wait_for(
             "generation 1 and the failure",
-            lambda t: "generation 1" in t and "signal 9" in t and XSS in t
+            lambda t: "generation 1" in t and "signal 9" in t
             and "ranks: running 4" in t, 60)
+        assert XSS in page.evaluate(
+            "document.getElementById('failures').innerText"), \
+            "the failure's last line is not shown"
         assert page.evaluate("window.loadedOnce") == "yes", "page reloaded"
         # The worker's line is text: no element came of it.
         assert page.evaluate(

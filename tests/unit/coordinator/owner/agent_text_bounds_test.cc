@@ -145,5 +145,24 @@ TEST(OneLineTest, OtherCharactersStay) {
   EXPECT_EQ(OneLine(text), text);
 }
 
+// A rank's newest line, as a hostile worker could send it through its
+// agent: bounded, one line, no terminal control, valid UTF-8 (the whole
+// status must still parse).
+TEST(ProgressLineTest, AWorkersLineIsBoundedSafeAndUtf8) {
+  const std::string line =
+      ProgressLine("\x1b]52;c;ZXZpbA==\x07loss \xff\xfe 0.5\x1b[6n\n" +
+                   std::string(4000, 'x'));
+  EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
+  EXPECT_EQ(line.find('\x07'), std::string::npos);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_LE(line.size(), kProgressLineBytes + 16);  // and "... [cut]"
+  pb::RankStatus status;
+  status.set_last_line(line);
+  std::string wire;
+  ASSERT_TRUE(status.SerializeToString(&wire));
+  pb::RankStatus back;
+  EXPECT_TRUE(back.ParseFromString(wire)) << "not UTF-8";
+}
+
 }  // namespace
 }  // namespace trl
