@@ -5,15 +5,13 @@
 // apart on real sockets.
 #include "agent/link/coordinator_wait_report.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include <cerrno>
 #include <string>
 
 #include "common/network.h"
+#include "tests/lib/loopback_listener.h"
 
 namespace trl {
 namespace {
@@ -125,21 +123,11 @@ TEST(CoordinatorWaitReportTest, EachProblemNamesWhatToCheck) {
 }
 
 TEST(ProbeTcpPortTest, TellsAnsweredRefusedAndUnreachableApart) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(
-      bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
-      0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(
-      getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  const int port = ntohs(address.sin_port);
+  LoopbackListener listener(4);
+  ASSERT_TRUE(listener.ok());
+  const int port = listener.port();
   EXPECT_EQ(ProbeTcpPort("127.0.0.1", port, 1000).outcome, TcpProbe::kAnswered);
-  close(listener);  // nothing listens there now
+  listener.Close();  // nothing listens there now
   const TcpProbe refused = ProbeTcpPort("127.0.0.1", port, 1000);
   EXPECT_EQ(refused.outcome, TcpProbe::kRefused);
   EXPECT_EQ(refused.error, ECONNREFUSED);

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 
+#include "tests/lib/loopback_listener.h"
+
 namespace trl {
 namespace {
 
@@ -242,25 +244,15 @@ TEST(ConnectionLimitsTest, BothWaysFindTheSameConnectionsMappedAsIPv4) {
 
 // The I/O half: this process's own connections are found and cut.
 TEST(ConnectionLimitsTest, FindsAndCutsThisProcesssConnections) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(
-      bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
-      0);
-  ASSERT_EQ(listen(listener, 16), 0);
-  socklen_t length = sizeof(address);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  const int port = ntohs(address.sin_port);
+  LoopbackListener listener(16);
+  ASSERT_TRUE(listener.ok());
+  const int port = listener.port();
   std::vector<int> clients, accepted;
   for (int i = 0; i < 3; ++i) {
     const int client = socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_EQ(
-        connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
-        0);
+    ASSERT_EQ(connect(client, listener.get(), listener.length()), 0);
     clients.push_back(client);
-    accepted.push_back(accept(listener, nullptr, nullptr));
+    accepted.push_back(accept(listener.fd(), nullptr, nullptr));
   }
   const auto found = ReadPortConnections(port);
   ASSERT_EQ(found.size(), 3u);
@@ -279,7 +271,6 @@ TEST(ConnectionLimitsTest, FindsAndCutsThisProcesssConnections) {
   EXPECT_EQ(closed, 2);
   for (int fd : clients) close(fd);
   for (int fd : accepted) close(fd);
-  close(listener);
 }
 
 }  // namespace

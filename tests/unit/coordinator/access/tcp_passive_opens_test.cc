@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/lib/loopback_listener.h"
+
 namespace trl {
 namespace {
 
@@ -27,28 +29,17 @@ TEST(TcpPassiveOpensTest, RisesWithAnAcceptedConnection) {
   TcpPassiveOpens counter;
   const std::optional<uint64_t> before = counter.Read();
   ASSERT_TRUE(before.has_value());
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(
-      bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
-      0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  socklen_t length = sizeof(address);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  LoopbackListener listener(4);
+  ASSERT_TRUE(listener.ok());
   const int client = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(
-      connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
-      0);
-  const int accepted = accept(listener, nullptr, nullptr);
+  ASSERT_EQ(connect(client, listener.get(), listener.length()), 0);
+  const int accepted = accept(listener.fd(), nullptr, nullptr);
   ASSERT_GE(accepted, 0);
   const std::optional<uint64_t> after = counter.Read();
   ASSERT_TRUE(after.has_value());
   EXPECT_GE(*after, *before + 1);
   close(accepted);
   close(client);
-  close(listener);
 }
 
 }  // namespace

@@ -167,6 +167,19 @@ TEST(JobStatusTableTest, ALargeJobIsSummarisedUnlessEveryRowIsAskedFor) {
   EXPECT_EQ(rank_lines, 151u);
 }
 
+// Registers machines `ranks` (host node0M), each with `workers` ranks.
+bool RegisterMachines(JobStateMachine& job, std::initializer_list<int> ranks,
+                      int workers, TimePoint now) {
+  for (int m : ranks) {
+    AgentInfo agent;
+    agent.machine_rank = m;
+    agent.hostname = "node0" + std::to_string(m);
+    agent.local_world_size = workers;
+    if (!job.Register(agent, now).ok()) return false;
+  }
+  return true;
+}
+
 // While a job waits for its machines, its status names those that have
 // not registered (a machine whose agent left is awaited again), and `ps`
 // says what to run on them; once they are all there, nothing is awaited.
@@ -176,13 +189,7 @@ TEST(JobStatusTest, TheMachinesNotRegisteredAreNamedWhileTheJobWaits) {
   settings.job_id = "job-8";
   settings.num_machines = 4;
   JobStateMachine job(settings, now);
-  for (int m : {0, 2}) {
-    AgentInfo agent;
-    agent.machine_rank = m;
-    agent.hostname = "node0" + std::to_string(m);
-    agent.local_world_size = 1;
-    ASSERT_TRUE(job.Register(agent, now).ok());
-  }
+  ASSERT_TRUE(RegisterMachines(job, {0, 2}, 1, now));
   pb::JobStatus status = DescribeJob(job, now);
   EXPECT_EQ(status.state(), "waiting_for_agents");
   EXPECT_EQ(status.awaited_count(), 2);
@@ -203,13 +210,7 @@ TEST(JobStatusTest, TheMachinesNotRegisteredAreNamedWhileTheJobWaits) {
   job.AgentDisconnected(2, now);
   EXPECT_EQ(DescribeJob(job, now).awaited_count(), 3);
 
-  for (int m : {1, 2, 3}) {
-    AgentInfo agent;
-    agent.machine_rank = m;
-    agent.hostname = "node0" + std::to_string(m);
-    agent.local_world_size = 1;
-    ASSERT_TRUE(job.Register(agent, now).ok());
-  }
+  ASSERT_TRUE(RegisterMachines(job, {1, 2, 3}, 1, now));
   const pb::JobStatus all_there = DescribeJob(job, now);
   EXPECT_EQ(all_there.awaited_count(), 0);
   EXPECT_EQ(all_there.awaited_machines_size(), 0);
@@ -225,13 +226,7 @@ TEST(JobStatusTest, EachRanksNewestLineIsShownWithItsAge) {
   settings.job_id = "job-9";
   settings.num_machines = 2;
   JobStateMachine job(settings, now);
-  for (int m : {0, 1}) {
-    AgentInfo agent;
-    agent.machine_rank = m;
-    agent.hostname = "node0" + std::to_string(m);
-    agent.local_world_size = 2;
-    ASSERT_TRUE(job.Register(agent, now).ok());
-  }
+  ASSERT_TRUE(RegisterMachines(job, {0, 1}, 2, now));
   const GenerationStart start = job.StartGeneration(now);
   job.RankPrinted(1, start.generation, 3, "{'loss': 0.42, 'epoch': 1.0}", now);
   job.RankPrinted(0, start.generation, 3, "machine 0 has no rank 3", now);
