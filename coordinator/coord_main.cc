@@ -165,6 +165,13 @@ absl::StatusOr<JobPlan> PlanJob(const StartFlags& flags,
   // a module: an agent's own --python may take its place.
   options.worker_argv_runs_python = worker_argv->size() > command.size();
   options.worker_argv = *worker_argv;
+  if (!o.log_dir.empty()) {
+    // Sent to the agents: a path relative to this shell's directory means
+    // nothing on another machine.
+    std::error_code absolute_error;
+    options.log_dir = std::filesystem::absolute(o.log_dir, absolute_error);
+    if (absolute_error) options.log_dir = o.log_dir;
+  }
   auto job_id = trl::NewJobId();
   if (!job_id.ok()) return job_id.status();
   options.job_id = *job_id;

@@ -84,6 +84,9 @@ class AgentSession {
   // Ends what an earlier agent of this machine left on this host.
   void SweepStale(int machine_rank);
   void StartWorkers(const trl::launch::v1::Assignment& assignment);
+  // This generation's log directory (log_dir_choice.h), said once when it
+  // comes from the coordinator or is refused. Under group_mutex_.
+  std::string LogDirFor(const trl::launch::v1::Assignment& assignment);
   void ReportExit(int64_t generation, int local_rank,
                   const WorkerOutcome& outcome);
   // The coordinator's worker-hung report, for the worker group's hang.
@@ -142,6 +145,7 @@ class AgentSession {
   std::mutex group_mutex_;
   std::unique_ptr<WorkerGroup> group_;  // guarded by group_mutex_
   std::string group_job_id_;            // guarded by group_mutex_
+  std::string said_log_dir_;            // guarded by group_mutex_
   std::chrono::milliseconds stop_grace_{30000};
 };
 

@@ -13,8 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/cleanup/orphans.h"
+#include "agent/core/log_dir_choice.h"
 #include "agent/session/agent_session.h"
 #include "agent/workers/stack_capture.h"
+#include "agent/workers/worker_user.h"
 #include "common/logging.h"
 #include "common/network.h"
 #include "common/private_files.h"
@@ -95,6 +97,33 @@ void AgentSession::ReportExit(int64_t generation, int local_rank,
   }));
 }
 
+std::string AgentSession::LogDirFor(const pb::Assignment& a) {
+  LogDirChoice choice = ChooseLogDir(options_.log_dir, a.log_dir());
+  if (choice.from_coordinator && options_.worker_user) {
+    // As the agent's own --log_dir is checked at its start: the agent
+    // (root) writes there while another user's workers run.
+    if (absl::Status safe = CheckLogDirForWorkerUser(choice.dir); !safe.ok()) {
+      choice.refused = std::string(safe.message());
+      choice.dir.clear();
+    }
+  }
+  const std::string said = choice.refused.empty() ? choice.dir : choice.refused;
+  if (choice.from_coordinator || !choice.refused.empty()) {
+    if (said != said_log_dir_) {
+      if (choice.refused.empty()) {
+        Log()->info("rank logs in {}/{}/gen<G>/ (the coordinator's --log_dir)",
+                    choice.dir, a.job_id());
+      } else {
+        Log()->warn("{}; rank logs go to the console only (or give this "
+                    "agent its own --log_dir)",
+                    choice.refused);
+      }
+      said_log_dir_ = said;
+    }
+  }
+  return choice.dir;
+}
+
 void AgentSession::StartWorkers(const pb::Assignment& a) {
   // The core ended the last generation's workers, and checked the job id
   // (it becomes a directory name).
@@ -106,12 +135,12 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
                     options_.own_python);
   auto executable = ResolveExecutable(argv[0], SearchPath());
 
+  const std::string log_dir = LogDirFor(a);
   // Nothing relative to the working directory: without a scratch
   // directory and a log_dir, workers get no error or heartbeat files.
-  const bool have_dir = !options_.log_dir.empty() || !scratch_dir_.empty();
-  fs::path run_dir = options_.log_dir.empty()
-                         ? fs::path(scratch_dir_)
-                         : fs::path(options_.log_dir) / a.job_id();
+  const bool have_dir = !log_dir.empty() || !scratch_dir_.empty();
+  fs::path run_dir = log_dir.empty() ? fs::path(scratch_dir_)
+                                     : fs::path(log_dir) / a.job_id();
   run_dir /= absl::StrCat("gen", generation);
   std::error_code dir_error;
   if (have_dir) fs::create_directories(run_dir, dir_error);
@@ -140,7 +169,7 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   if (dir_error) {
     Log()->warn(
         "cannot create {}: {}; {}", run_dir.string(), dir_error.message(),
-        options_.log_dir.empty() ? "workers get no error or heartbeat files"
+        log_dir.empty() ? "workers get no error or heartbeat files"
                                  : "rank logs go to the console only");
   }
 
@@ -203,7 +232,7 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     launch.heartbeat_path = inputs.heartbeat_file;
     launch.flight_recorder =
         FlightRecorderPathsOf(launch.spec.environment, rank);
-    if (!options_.log_dir.empty()) {
+    if (!log_dir.empty()) {
       launch.log_path = run_dir / absl::StrCat("rank", rank, ".log");
       launch.stacks_path = run_dir / absl::StrCat("rank", rank, ".stacks.txt");
     }

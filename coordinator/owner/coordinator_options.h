@@ -42,6 +42,9 @@ struct CoordinatorOptions {
   // take its place).
   bool worker_argv_runs_python = false;
   std::string job_id;
+  // --log_dir, absolute (empty: none): sent with each assignment, for the
+  // agents that have none of their own.
+  std::string log_dir;
   // host:port the coordinator serves on (TRL_COORDINATOR_ADDR).
   std::string coordinator_address;
   // How the job behaves: restarts, timeouts, grace, elasticity, cordons

@@ -35,6 +35,7 @@ GenerationAssignment::GenerationAssignment(const CoordinatorOptions& options,
       std::chrono::duration<double>(options.policy.stop_grace).count());
   for (const auto& arg : options.worker_argv) assignment->add_argv(arg);
   assignment->set_argv_runs_python(options.worker_argv_runs_python);
+  assignment->set_log_dir(options.log_dir);
   assignment->mutable_job_environment()->insert(job_env.begin(), job_env.end());
   with_group_rank_ = elastic && job_env.count("WORLD_SIZE") > 0;
 }

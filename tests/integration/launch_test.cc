@@ -167,27 +167,36 @@ TEST_F(LauncherTest, MissingProgramIsAClearFailure) {
       << coord->Output();
 }
 
-TEST_F(LauncherTest, PerRankLogFiles) {
+// `start --log_dir` covers every machine: the agent of machine 1, given no
+// --log_dir of its own, keeps its ranks' logs in the coordinator's (one tree
+// on a shared file system; here both machines share this one).
+TEST_F(LauncherTest, PerRankLogFilesOfEveryMachine) {
   const std::string log_dir =
       ::testing::TempDir() + "/trl-logs-" + std::to_string(port_);
-  auto coord = StartCoordinator(1, 2, Worker(), {"--log_dir", log_dir});
+  auto agent = StartAgent(2, 4, 1);
+  auto coord = StartCoordinator(2, 4, Worker(), {"--log_dir", log_dir});
   ASSERT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  ASSERT_EQ(agent->Wait(seconds(30)), 0) << agent->Output();
   RememberWorkerPids(coord->Stdout());
+  RememberWorkerPids(agent->Stdout());
+  EXPECT_NE(agent->Stderr().find("(the coordinator's --log_dir)"),
+            std::string::npos)
+      << agent->Output();
   // One directory per job; gen0/rank<R>.log inside.
   int found = 0;
   for (const auto& job : std::filesystem::directory_iterator(log_dir)) {
-    for (int rank = 0; rank < 2; ++rank) {
+    for (int rank = 0; rank < 4; ++rank) {
       std::ifstream log(job.path() / "gen0" /
                         ("rank" + std::to_string(rank) + ".log"));
       std::string line;
       std::getline(log, line);
-      EXPECT_NE(line.find("rank " + std::to_string(rank) + " of 2"),
+      EXPECT_NE(line.find("rank " + std::to_string(rank) + " of 4"),
                 std::string::npos)
-          << line;
+          << "rank " << rank << ": " << line;
       ++found;
     }
   }
-  EXPECT_EQ(found, 2);
+  EXPECT_EQ(found, 4);
   std::filesystem::remove_all(log_dir);
 }
 
