@@ -88,7 +88,7 @@ class AgentSession {
   // comes from the coordinator or is refused. Under group_mutex_.
   std::string LogDirFor(const trl::launch::v1::Assignment& assignment);
   void ReportExit(int64_t generation, int local_rank,
-                  const WorkerOutcome& outcome);
+                  const WorkerOutcome& outcome, const std::string& executable);
   // The coordinator's worker-hung report, for the worker group's hang.
   void ReportHang(int64_t generation, int local_rank,
                   const std::string& reason);

@@ -74,7 +74,8 @@ void AgentSession::ReportHang(int64_t generation, int local_rank,
 }
 
 void AgentSession::ReportExit(int64_t generation, int local_rank,
-                              const WorkerOutcome& outcome) {
+                              const WorkerOutcome& outcome,
+                              const std::string& executable) {
   pb::WorkerExited exited;
   exited.set_generation(generation);
   exited.set_local_rank(local_rank);
@@ -86,6 +87,7 @@ void AgentSession::ReportExit(int64_t generation, int local_rank,
   exited.set_out_of_resources(outcome.out_of_resources);
   exited.set_reason(ToValidUtf8(outcome.reason));
   exited.set_where(ToValidUtf8(outcome.where));
+  exited.set_executable(ToValidUtf8(executable));
   for (const auto& line : outcome.last_lines) {
     exited.add_last_lines(ToValidUtf8(line));
   }
@@ -251,9 +253,10 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
       return core.WorkersStarted(generation, pids);
     }));
   };
-  events.exited = [this, generation](int local_rank,
-                                     const WorkerOutcome& outcome) {
-    ReportExit(generation, local_rank, outcome);
+  events.exited = [this, generation,
+                   ran = executable.ok() ? *executable : argv[0]](
+                      int local_rank, const WorkerOutcome& outcome) {
+    ReportExit(generation, local_rank, outcome, ran);
   };
   events.hung = [this, generation](int local_rank, const std::string& reason) {
     ReportHang(generation, local_rank, reason);
@@ -280,7 +283,7 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     for (const auto& launch : launches) {
       WorkerOutcome outcome;
       outcome.start_error = std::string(executable.status().message());
-      ReportExit(generation, launch.local_rank, outcome);
+      ReportExit(generation, launch.local_rank, outcome, argv[0]);
     }
     return;
   }

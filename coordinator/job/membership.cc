@@ -249,6 +249,13 @@ FailureRecord JobMembership::RankFailure(int64_t generation,
       absl::StrCat("rank ", rank.rank, " (local rank ", rank.local_rank,
                    " on machine ", rank.machine_rank, ", host ",
                    failure.hostname, ") ", rank.exit.Describe());
+  // Which interpreter ran matters most when it was the wrong one (the
+  // system's python3 where a virtual environment was meant): a start
+  // error names it already, and an agent's own reason is about a hang.
+  if (!rank.exit.executable.empty() && rank.exit.start_error.empty() &&
+      rank.exit.reason.empty()) {
+    absl::StrAppend(&failure.reason, " (program ", rank.exit.executable, ")");
+  }
   return failure;
 }
 

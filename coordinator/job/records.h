@@ -32,6 +32,8 @@ struct WorkerExit {
   // Where it stood when it was stopped for a failure or found hung, if
   // its agent captured that (agent/core/stack_summary.h).
   std::string where;
+  // The program that ran, as its agent resolved it (empty: not said).
+  std::string executable;
 
   bool Succeeded() const {
     return exit_code == 0 && signal == 0 && start_error.empty();

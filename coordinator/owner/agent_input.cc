@@ -38,6 +38,7 @@ WorkerExit FromProto(const pb::WorkerExited& exited) {
       exited.out_of_resources() && !exited.start_error().empty();
   exit.reason = OneLine(exited.reason());
   exit.where = OneLine(exited.where());
+  exit.executable = TerminalSafe(Bounded(exited.executable(), kNameBytes));
   // Agents send at most 20 lines of about 1 KiB.
   const int first = std::max(0, exited.last_lines_size() - kLines);
   for (int i = first; i < exited.last_lines_size(); ++i) {

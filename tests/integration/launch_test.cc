@@ -83,7 +83,11 @@ TEST_F(LauncherTest, FailingWorkerEndsTheJobWithItsExitCode) {
   EXPECT_NE(log.find("failed: rank 3 (local rank 1 on machine 1, host"),
             std::string::npos)
       << log;
-  EXPECT_NE(log.find("exited with code 7"), std::string::npos);
+  // It names the program that ran, as machine 1's agent resolved it.
+  EXPECT_NE(log.find(std::string("exited with code 7 (program ") +
+                     TRL_ENV_WORKER_BIN + ")"),
+            std::string::npos)
+      << log;
   // The failing rank's last output is shown.
   EXPECT_NE(log.find("| rank 3 of 4"), std::string::npos) << log;
 }

@@ -151,6 +151,7 @@ TEST_F(JobStateMachineTest, FirstFailureStopsEveryoneAndIsTheResult) {
   WorkerExit crash;
   crash.exit_code = 3;
   crash.last_lines = {"Traceback", "ValueError: bad"};
+  crash.executable = "/usr/bin/python3";
   Decision decision = job.WorkerExited(1, start.generation, 1, crash, now_);
   ASSERT_TRUE(decision.stop_generation.has_value());
   EXPECT_NE(decision.stop_generation->find("rank 3"), std::string::npos);
@@ -168,7 +169,7 @@ TEST_F(JobStateMachineTest, FirstFailureStopsEveryoneAndIsTheResult) {
   EXPECT_EQ(decision.finished->exit_code, 3);
   EXPECT_NE(decision.finished->summary.find(
                 "rank 3 (local rank 1 on machine 1, host node1) exited with "
-                "code 3"),
+                "code 3 (program /usr/bin/python3)"),
             std::string::npos)
       << decision.finished->summary;
   ASSERT_EQ(job.failures().size(), 1u);
