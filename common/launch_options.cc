@@ -5,8 +5,10 @@
 #include <filesystem>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/slurm_job.h"
 
@@ -471,6 +473,20 @@ bool DefaultConfigExists(const std::string& path) {
   return std::filesystem::exists(path, error) && !error;
 }
 
+// "multi_node.yaml: main_process_ip 'x' is ..." becomes "multi_node.yaml
+// with --main_process_ip: ..." when flags changed what the file said.
+absl::Status NamingOverrides(const absl::Status& status,
+                             const std::string& source,
+                             const std::vector<std::string>& overrides) {
+  const std::string prefix = source + ": ";
+  const std::string message(status.message());
+  if (overrides.empty() || !absl::StartsWith(message, prefix)) return status;
+  return absl::Status(
+      status.code(),
+      absl::StrCat(source, " with ", absl::StrJoin(overrides, ", "), ": ",
+                   message.substr(prefix.size())));
+}
+
 }  // namespace
 
 absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
@@ -491,7 +507,13 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
     config = BuiltInDefault();
   }
 
-  if (Given(o.machine_rank_flag)) config.machine_rank = o.machine_rank;
+  // The settings given on the command line (or in code) that changed the
+  // file's: a bad value is then said to come from them, not the file.
+  std::vector<std::string> overrides;
+  if (Given(o.machine_rank_flag)) {
+    config.machine_rank = o.machine_rank;
+    overrides.push_back("--machine_rank");
+  }
   {
     // The flag, else TRL_NUM_MACHINES; either overrides the file.
     const auto env = machine.environment.find("TRL_NUM_MACHINES");
@@ -503,18 +525,24 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
       if (!range.ok()) return range.status();
       config.num_machines = range->max;
       config.min_machines = range->min;
+      overrides.push_back(from_flag ? "--num_machines" : "TRL_NUM_MACHINES");
     }
   }
-  if (Given(o.num_processes_flag)) config.num_processes = o.num_processes;
+  if (Given(o.num_processes_flag)) {
+    config.num_processes = o.num_processes;
+    overrides.push_back("--num_processes");
+  }
   // Options made in code (a client's, without the command line's flags)
   // override with what they set.
   if (Given(o.main_process_ip_flag) ||
       (o.main_process_ip_flag == nullptr && !o.main_process_ip.empty())) {
     config.main_process_ip = o.main_process_ip;
+    overrides.push_back("--main_process_ip");
   }
   if (Given(o.main_process_port_flag) ||
       (o.main_process_port_flag == nullptr && o.main_process_port != 0)) {
     config.main_process_port = o.main_process_port;
+    overrides.push_back("--main_process_port");
   }
   if (Given(o.mixed_precision_flag)) {
     config.mixed_precision = absl::AsciiStrToLower(o.mixed_precision);
@@ -552,7 +580,7 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
     config.main_process_ip = "127.0.0.1";
   }
   if (auto status = ValidateAccelerateConfig(config); !status.ok()) {
-    return status;
+    return NamingOverrides(status, config.source, overrides);
   }
   if (config.main_process_port == 0 && !o.allow_free_port) {
     return absl::InvalidArgumentError(absl::StrCat(

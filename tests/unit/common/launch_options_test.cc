@@ -131,6 +131,26 @@ TEST(LaunchOptionsTest, BadOverrideIsValidatedAfterwards) {
   EXPECT_NE(config.status().message().find("not divisible"), std::string::npos);
 }
 
+// A bad value given as a flag is said to come from the flag: "built-in
+// default: main_process_ip 'not an ip!'" sent the user to a file they never
+// wrote.
+TEST(LaunchOptionsTest, ABadOverrideIsNamedAsTheFlagsNotTheFiles) {
+  auto config = Resolve({"--main_process_ip", "not an ip!",
+                         "--main_process_port", "47000"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message(),
+            "built-in default with --main_process_ip, --main_process_port: "
+            "main_process_ip 'not an ip!' is neither an IP address nor a "
+            "host name (a placeholder?)");
+  auto from_file = Resolve({"--config_file", ConfigPath("single_gpu.yaml"),
+                            "--num_processes", "3", "--num_machines", "2"});
+  ASSERT_FALSE(from_file.ok());
+  EXPECT_NE(from_file.status().message().find(
+                "single_gpu.yaml with --num_machines, --num_processes: "),
+            std::string::npos)
+      << from_file.status();
+}
+
 TEST(LaunchOptionsTest, AccelerateFlagsThatChooseTheLauncher) {
   LocalMachine two_gpus;
   two_gpus.gpu_count = 2;
