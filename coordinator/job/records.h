@@ -158,6 +158,9 @@ struct NodeRecord {
   // registers again still waits for it.
   TimePoint others_may_run_until;
   TimePoint last_heartbeat;
+  // When one of its ranks last printed a line (as its agent reported it),
+  // if any did: a machine whose ranks all went silent shows in /metrics.
+  std::optional<TimePoint> last_output_at;
   // Its agent has said the command runs there (or does not check).
   bool command_checked = true;
   int rank_offset = 0;

@@ -157,13 +157,16 @@ RankRecord* JobStateMachine::FindRank(int machine_rank, int64_t generation,
 void JobStateMachine::RankPrinted(int machine_rank, int64_t generation,
                                   int rank, const std::string& line,
                                   TimePoint at) {
-  const NodeRecord* node = membership_.machines().Find(machine_rank);
+  NodeRecord* node = membership_.machines().Find(machine_rank);
   if (node == nullptr || rank < 0) return;
   RankRecord* record =
       FindRank(machine_rank, generation, rank - node->rank_offset);
   if (record == nullptr || record->rank != rank) return;
   record->last_line = line;
   record->last_line_at = at;
+  if (!node->last_output_at || *node->last_output_at < at) {
+    node->last_output_at = at;
+  }
 }
 
 void JobStateMachine::WorkerStarted(int machine_rank, int64_t generation,

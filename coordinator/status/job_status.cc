@@ -87,6 +87,11 @@ pb::JobStatus DescribeJobFacts(const JobStateMachine& machine, TimePoint now) {
   return status;
 }
 
+// How long ago one of a machine's ranks printed; -1 before any did.
+double LastOutputAge(const NodeRecord& node, TimePoint now) {
+  return node.last_output_at ? Seconds(*node.last_output_at, now) : -1.0;
+}
+
 void FillNode(const JobStateMachine& machine, int m, const NodeRecord& node,
               TimePoint now, pb::NodeStatus* out) {
   out->set_machine_rank(m);
@@ -95,6 +100,7 @@ void FillNode(const JobStateMachine& machine, int m, const NodeRecord& node,
   out->set_state(NodeState(machine, node));
   out->set_workers(node.info.local_world_size);
   out->set_last_heartbeat_age_s(Seconds(node.last_heartbeat, now));
+  out->set_last_output_age_s(LastOutputAge(node, now));
 }
 
 // A lost machine's rank exited we do not know how: -1, never the 0 of a
@@ -168,7 +174,8 @@ void CopyNodeRows(const JobStateMachine& machine, TimePoint now,
     rows->push_back(JobStatusCopy::NodeRow{
         m, node.info.hostname, node.info.advertise_addr,
         NodeState(machine, node), node.info.local_world_size,
-        Seconds(node.last_heartbeat, now), via ? via(m) : nullptr});
+        Seconds(node.last_heartbeat, now), via ? via(m) : nullptr,
+        LastOutputAge(node, now)});
   }
 }
 
@@ -192,6 +199,7 @@ void AddNode(const JobStatusCopy::NodeRow& n, pb::JobStatus* status) {
   out->set_workers(n.workers);
   out->set_last_heartbeat_age_s(n.last_heartbeat_age_s);
   if (n.heartbeat_via) out->set_heartbeat_via(n.heartbeat_via);
+  out->set_last_output_age_s(n.last_output_age_s);
 }
 
 void AddRank(const JobStatusCopy::RankRow& r, pb::JobStatus* status) {

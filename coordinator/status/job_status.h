@@ -36,6 +36,7 @@ struct JobStatusCopy {
     int workers;
     double last_heartbeat_age_s;
     const char* heartbeat_via;
+    double last_output_age_s;
   };
   struct RankRow {
     int rank;

@@ -194,6 +194,18 @@ std::string FormatMetrics(const pb::JobStatus& s) {
                    node.last_heartbeat_age_s(), &out);
   }
 
+  // A machine none of whose ranks printed for long may be hung (a script
+  // that prints on rank 0 only leaves the others at -1).
+  Header("trl_launch_machine_output_age_seconds", "gauge",
+         "Seconds since one of each machine's ranks last printed a line "
+         "(-1: none yet).",
+         &out);
+  for (const auto& node : s.nodes()) {
+    LabelledSample("trl_launch_machine_output_age_seconds", "machine",
+                   std::to_string(node.machine_rank()),
+                   node.last_output_age_s(), &out);
+  }
+
   // Hosts given no ranks, and why: "health" (a failed health check, which
   // ends by itself) or "failures" (--cordon_after, until uncordoned).
   Header("trl_launch_cordoned_host", "gauge",

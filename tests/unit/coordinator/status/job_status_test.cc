@@ -238,6 +238,11 @@ TEST(JobStatusTest, EachRanksNewestLineIsShownWithItsAge) {
   ASSERT_EQ(status.ranks_size(), 4);
   EXPECT_EQ(status.ranks(3).last_line(), "{'loss': 0.42, 'epoch': 1.0}");
   EXPECT_DOUBLE_EQ(status.ranks(3).last_line_age_s(), 4.0);
+  // Machine 1 printed 4 s ago; machine 0's ranks never did (the line sent
+  // in its name for rank 3, not its own, counts for no machine).
+  ASSERT_EQ(status.nodes_size(), 2);
+  EXPECT_DOUBLE_EQ(status.nodes(1).last_output_age_s(), 4.0);
+  EXPECT_DOUBLE_EQ(status.nodes(0).last_output_age_s(), -1.0);
   for (int rank : {0, 1, 2}) {
     EXPECT_EQ(status.ranks(rank).last_line(), "") << rank;
     EXPECT_DOUBLE_EQ(status.ranks(rank).last_line_age_s(), -1.0) << rank;
@@ -254,6 +259,9 @@ TEST(JobStatusTest, EachRanksNewestLineIsShownWithItsAge) {
   ASSERT_EQ(copied.ranks_size(), 4);
   EXPECT_EQ(copied.ranks(3).last_line(), "{'loss': 0.42, 'epoch': 1.0}");
   EXPECT_DOUBLE_EQ(copied.ranks(3).last_line_age_s(), 4.0);
+  ASSERT_EQ(copied.nodes_size(), 2);
+  EXPECT_DOUBLE_EQ(copied.nodes(1).last_output_age_s(), 4.0);
+  EXPECT_DOUBLE_EQ(copied.nodes(0).last_output_age_s(), -1.0);
 }
 
 }  // namespace

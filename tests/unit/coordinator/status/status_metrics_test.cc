@@ -31,6 +31,7 @@ pb::JobStatus ThreeMachinesOneLost() {
     node->set_machine_rank(m);
     node->set_state(node_states[m]);
     node->set_last_heartbeat_age_s(m == 2 ? 4.5 : 0.25);
+    node->set_last_output_age_s(m == 0 ? 12.5 : -1);
   }
   const char* rank_states[] = {"running", "running", "running", "failed"};
   for (int r = 0; r < 4; ++r) {
@@ -62,6 +63,10 @@ TEST(StatusMetricsTest, MetricsCountTheJobAsItsStatusShowsIt) {
   EXPECT_TRUE(HasLine(text, "trl_launch_ranks{state=\"pending\"} 0"));
   EXPECT_TRUE(HasLine(
       text, "trl_launch_agent_heartbeat_age_seconds{machine=\"2\"} 4.5"));
+  EXPECT_TRUE(HasLine(
+      text, "trl_launch_machine_output_age_seconds{machine=\"0\"} 12.5"));
+  EXPECT_TRUE(HasLine(
+      text, "trl_launch_machine_output_age_seconds{machine=\"1\"} -1"));
   EXPECT_TRUE(HasLine(text, "trl_launch_refused_calls_total 7"));
   // Counters as integers, never 1.23457e+06.
   EXPECT_TRUE(HasLine(text, "trl_launch_connections_cut_total 1234567"));
