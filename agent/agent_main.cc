@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "agent/cleanup/job_guardian.h"
 #include "agent/cleanup/orphans.h"
 #include "agent/session/agent.h"
@@ -36,8 +37,31 @@ int main(int argc, char** argv) {
       "trl-agent"};
   trl::LaunchOptions options;
   trl::AddLaunchFlags(app, options);
+  // `accelerate launch --machine_rank 1 train.py` on every machine is what
+  // a newcomer knows: a command after the flags is explained, not merely
+  // "not expected".
+  app.allow_extras();
   if (auto exit_code = trl::ParseCommandLine(app, argc, argv)) {
     return *exit_code;
+  }
+  if (const std::vector<std::string> extras = app.remaining();
+      !extras.empty()) {
+    const std::string joined = absl::StrJoin(extras, " ");
+    if (extras.front().rfind("-", 0) == 0) {
+      std::fprintf(stderr,
+                   "trl-agent: error: not a trl-agent flag: %s\nRun with "
+                   "--help for the flags.\n",
+                   joined.c_str());
+    } else {
+      std::fprintf(
+          stderr,
+          "trl-agent: error: trl-agent takes no command (given: %s): the "
+          "coordinator sends the one given to `trl-coord start` to every "
+          "machine. Run trl-agent with its flags only, e.g. trl-agent "
+          "--config_file multi_node.yaml --machine_rank 1\n",
+          joined.c_str());
+    }
+    return 2;
   }
   // Before any thread starts, and before the token is read.
   trl::StartJobGuardian();

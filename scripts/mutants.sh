@@ -129,6 +129,7 @@ mutants=(
   "coordinator-log-dir-not-sent~cxx~coordinator/owner/generation_assignment.cc~s/  assignment->set_log_dir(options.log_dir);/  assignment->set_log_dir("");/~LauncherTest.PerRankLogFilesOfEveryMachine~"
   "failure-names-no-program~cxx~agent/session/agent_session_workers.cc~s/  exited.set_executable(ToValidUtf8(executable));/  exited.set_executable("");/~LauncherTest.FailingWorkerEndsTheJobWithItsExitCode~"
   "machine-output-age-never-set~cxx~coordinator/job/state_machine.cc~s/    node->last_output_at = at;/    node->last_output_at = std::nullopt;/~JobStatusTest.EachRanksNewestLineIsShownWithItsAge~"
+  "agent-command-not-explained~cxx~agent/agent_main.cc~s/  app.allow_extras();/  app.allow_extras(false);/~FirstRunTest.AnAgentGivenTheScriptSaysTheCoordinatorSendsIt~"
   "torch-allreduce-check~script~tests/multihost/two_hosts_torch_allreduce.sh~s/allreduce ok: rank \$rank\/4\" \"\$work\/coord.out\"/allreduce ok: rank \$rank\/5\" \"\$work\/coord.out\"/~::FAIL: rank 0 did not report a correct all-reduce~"
   "demo-train-check~script~tests/multihost/two_hosts_demo_train.sh~s/grep -q \"effective batch size 32 = /grep -q \"effective batch size 33 = /~::FAIL: hosts2x2x8: the coordinator did not name the effective batch size~slow"
   "slurm-run-sleeper-check~script~tests/multihost/slurm.sh~s/grep -qx 4/grep -qx 5/~::FAIL: notice never ran 4 ranks~slow"

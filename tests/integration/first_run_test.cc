@@ -75,6 +75,24 @@ TEST_F(FirstRunTest, AnAgentSaysAgainAndAgainThatNothingListens) {
   EXPECT_NE(said.find("(the wait ends in "), std::string::npos);
 }
 
+// `accelerate launch --machine_rank 1 train.py` is what a newcomer types on
+// machine 1: the agent says why it takes no command, and a mistyped flag is
+// named as one; both exit 2 at once.
+TEST_F(FirstRunTest, AnAgentGivenTheScriptSaysTheCoordinatorSendsIt) {
+  Subprocess given_script(AgentArgv({"train.py", "--lr", "3e-5"}));
+  EXPECT_EQ(given_script.Wait(seconds(10)), 2) << given_script.Output();
+  EXPECT_NE(given_script.Stderr().find(
+                "trl-agent takes no command (given: train.py --lr 3e-5): the "
+                "coordinator sends the one given to `trl-coord start`"),
+            std::string::npos)
+      << given_script.Output();
+  Subprocess typo(AgentArgv({"--machine-rnak", "1"}));
+  EXPECT_EQ(typo.Wait(seconds(10)), 2) << typo.Output();
+  EXPECT_NE(typo.Stderr().find("not a trl-agent flag: --machine-rnak 1"),
+            std::string::npos)
+      << typo.Output();
+}
+
 // A network with no route to the coordinator (a namespace with no
 // interface up) is told apart from a refused port.
 TEST_F(FirstRunTest, AnAgentWithNoRouteSaysNoRoute) {
