@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
   int runs = 10;
   app.add_option("--machines", machines, "Machines, 8 ranks each");
   app.add_option("--runs", runs, "Runs of each view");
+  int line_bytes = 0;
+  app.add_option("--line_bytes", line_bytes,
+                 "Each rank's newest output line, of this many bytes (0: "
+                 "none; a rank's line is at most 256)");
   CLI11_PARSE(app, argc, argv);
 
   trl::TimePoint now = trl::TimePoint() + std::chrono::seconds(100);
@@ -71,6 +75,16 @@ int main(int argc, char** argv) {
       job.WorkerStarted(m, start.generation, local, 1000 + m * 8 + local, now);
     }
   }
+  if (line_bytes > 0) {
+    for (int m = 0; m < machines; ++m) {
+      for (int local = 0; local < 8; ++local) {
+        std::string line =
+            absl::StrFormat("rank %d {'loss': 0.42} ", m * 8 + local);
+        line.resize(static_cast<size_t>(line_bytes), 'x');
+        job.RankPrinted(m, start.generation, m * 8 + local, line, now);
+      }
+    }
+  }
   now += std::chrono::seconds(1);
   job.AgentDisconnected(machines / 2, now);
   const trl::HeartbeatVia via = [](int) -> const char* { return "udp"; };
@@ -88,8 +102,9 @@ int main(int argc, char** argv) {
       {"page_search", search},
       {"whole", pb::JobStatusRequest()}};
 
-  std::vector<std::string> json = {absl::StrFormat(
-      "\"machines\": %d, \"ranks\": %d", machines, machines * 8)};
+  std::vector<std::string> json = {
+      absl::StrFormat("\"machines\": %d, \"ranks\": %d, \"line_bytes\": %d",
+                      machines, machines * 8, line_bytes)};
   for (const auto& [name, request] : views) {
     std::vector<double> locked, after, serialize, render;
     size_t bytes = 0, json_bytes = 0;

@@ -162,7 +162,7 @@ void JobStateMachine::RankPrinted(int machine_rank, int64_t generation,
   RankRecord* record =
       FindRank(machine_rank, generation, rank - node->rank_offset);
   if (record == nullptr || record->rank != rank) return;
-  record->last_line = line;
+  record->last_line = std::make_shared<const std::string>(line);
   record->last_line_at = at;
   if (!node->last_output_at || *node->last_output_at < at) {
     node->last_output_at = at;

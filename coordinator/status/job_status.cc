@@ -111,7 +111,7 @@ int ExitCodeShown(const RankRecord& rank) {
 
 // How long ago a rank's newest line was heard; -1 before any.
 double LastLineAge(const RankRecord& rank, TimePoint now) {
-  return rank.last_line.empty() ? -1.0 : Seconds(rank.last_line_at, now);
+  return rank.last_line ? Seconds(rank.last_line_at, now) : -1.0;
 }
 
 void FillRank(const RankRecord& rank, TimePoint now, pb::RankStatus* out) {
@@ -123,7 +123,7 @@ void FillRank(const RankRecord& rank, TimePoint now, pb::RankStatus* out) {
   out->set_exit_code(ExitCodeShown(rank));
   out->set_signal(rank.exit.signal);
   out->set_hostname(rank.hostname);
-  out->set_last_line(rank.last_line);
+  if (rank.last_line) out->set_last_line(*rank.last_line);
   out->set_last_line_age_s(LastLineAge(rank, now));
 }
 
@@ -212,7 +212,7 @@ void AddRank(const JobStatusCopy::RankRow& r, pb::JobStatus* status) {
   out->set_exit_code(r.exit_code);
   out->set_signal(r.signal);
   out->set_hostname(r.hostname);
-  out->set_last_line(r.last_line);
+  if (r.last_line) out->set_last_line(*r.last_line);
   out->set_last_line_age_s(r.last_line_age_s);
 }
 

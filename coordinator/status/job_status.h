@@ -5,6 +5,7 @@
 #define TRL_COORDINATOR_STATUS_JOB_STATUS_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ struct JobStatusCopy {
     int exit_code;
     int signal;
     std::string hostname;
-    std::string last_line;
+    std::shared_ptr<const std::string> last_line;  // null: none
     double last_line_age_s;
   };
   trl::launch::v1::JobStatus status;
