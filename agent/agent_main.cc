@@ -44,8 +44,10 @@ int main(int argc, char** argv) {
   if (auto exit_code = trl::ParseCommandLine(app, argc, argv)) {
     return *exit_code;
   }
-  if (const std::vector<std::string> extras = app.remaining();
-      !extras.empty()) {
+  std::vector<std::string> extras = app.remaining();
+  // `-- train.py`: the marker is not part of what was given.
+  if (!extras.empty() && extras.front() == "--") extras.erase(extras.begin());
+  if (!extras.empty()) {
     const std::string joined = absl::StrJoin(extras, " ");
     if (extras.front().rfind("-", 0) == 0) {
       std::fprintf(stderr,

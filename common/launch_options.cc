@@ -547,8 +547,12 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
   if (Given(o.mixed_precision_flag)) {
     config.mixed_precision = absl::AsciiStrToLower(o.mixed_precision);
     config.mixed_precision_from_file = false;
+    overrides.push_back("--mixed_precision");
   }
-  if (Given(o.gpu_ids_flag)) config.gpu_ids = o.gpu_ids;
+  if (Given(o.gpu_ids_flag)) {
+    config.gpu_ids = o.gpu_ids;
+    overrides.push_back("--gpu_ids");
+  }
   if (Given(o.use_cpu_flag)) {
     config.use_cpu = o.use_cpu;
     config.cpu_flag = o.use_cpu;
@@ -560,6 +564,7 @@ absl::StatusOr<AccelerateConfig> ResolveLaunchConfig(
     auto job = ReadSlurmJob(machine.environment);
     if (!job.ok()) return job.status();
     ApplySlurmJob(*job, &config, notes);
+    overrides.push_back("--slurm");
   }
 
   // Like `accelerate launch`: an unset process count means one process per

@@ -167,10 +167,15 @@ absl::StatusOr<JobPlan> PlanJob(const StartFlags& flags,
   options.worker_argv = *worker_argv;
   if (!o.log_dir.empty()) {
     // Sent to the agents: a path relative to this shell's directory means
-    // nothing on another machine.
+    // nothing on another machine ("../logs" included).
     std::error_code absolute_error;
-    options.log_dir = std::filesystem::absolute(o.log_dir, absolute_error);
-    if (absolute_error) options.log_dir = o.log_dir;
+    const std::filesystem::path absolute =
+        std::filesystem::absolute(o.log_dir, absolute_error);
+    if (absolute_error) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--log_dir ", o.log_dir, ": ", absolute_error.message()));
+    }
+    options.log_dir = absolute.lexically_normal().string();
   }
   auto job_id = trl::NewJobId();
   if (!job_id.ok()) return job_id.status();

@@ -15,9 +15,14 @@ struct LogDirChoice {
   std::string refused;
 };
 
-// `own` is the agent's --log_dir; `coordinators` the assignment's.
+// `own` is the agent's --log_dir; `coordinators` the assignment's. An
+// agent whose workers run as another user (--worker_user: the agent is
+// root) never takes the coordinator's: root would create and write files
+// where another machine said, through directories this machine did not
+// check; it needs its own --log_dir, checked at its start.
 LogDirChoice ChooseLogDir(const std::string& own,
-                          const std::string& coordinators);
+                          const std::string& coordinators,
+                          bool workers_of_another_user);
 
 }  // namespace trl
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/core/log_dir_choice.h"
 #include "agent/link/udp_heartbeat_sender.h"
 #include "agent/session/agent.h"
 #include "agent/session/shared_agent_core.h"
@@ -86,7 +87,7 @@ class AgentSession {
   void StartWorkers(const trl::launch::v1::Assignment& assignment);
   // This generation's log directory (log_dir_choice.h), said once when it
   // comes from the coordinator or is refused. Under group_mutex_.
-  std::string LogDirFor(const trl::launch::v1::Assignment& assignment);
+  LogDirChoice LogDirFor(const trl::launch::v1::Assignment& assignment);
   void ReportExit(int64_t generation, int local_rank,
                   const WorkerOutcome& outcome, const std::string& executable);
   // The coordinator's worker-hung report, for the worker group's hang.

@@ -99,16 +99,9 @@ void AgentSession::ReportExit(int64_t generation, int local_rank,
   }));
 }
 
-std::string AgentSession::LogDirFor(const pb::Assignment& a) {
-  LogDirChoice choice = ChooseLogDir(options_.log_dir, a.log_dir());
-  if (choice.from_coordinator && options_.worker_user) {
-    // As the agent's own --log_dir is checked at its start: the agent
-    // (root) writes there while another user's workers run.
-    if (absl::Status safe = CheckLogDirForWorkerUser(choice.dir); !safe.ok()) {
-      choice.refused = std::string(safe.message());
-      choice.dir.clear();
-    }
-  }
+LogDirChoice AgentSession::LogDirFor(const pb::Assignment& a) {
+  const LogDirChoice choice = ChooseLogDir(options_.log_dir, a.log_dir(),
+                                           options_.worker_user.has_value());
   const std::string said = choice.refused.empty() ? choice.dir : choice.refused;
   if (choice.from_coordinator || !choice.refused.empty()) {
     if (said != said_log_dir_) {
@@ -116,14 +109,15 @@ std::string AgentSession::LogDirFor(const pb::Assignment& a) {
         Log()->info("rank logs in {}/{}/gen<G>/ (the coordinator's --log_dir)",
                     choice.dir, a.job_id());
       } else {
-        Log()->warn("{}; rank logs go to the console only (or give this "
-                    "agent its own --log_dir)",
-                    choice.refused);
+        Log()->warn(
+            "{}; rank logs go to the console only (or give this "
+            "agent its own --log_dir)",
+            choice.refused);
       }
       said_log_dir_ = said;
     }
   }
-  return choice.dir;
+  return choice;
 }
 
 void AgentSession::StartWorkers(const pb::Assignment& a) {
@@ -137,15 +131,28 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
                     options_.own_python);
   auto executable = ResolveExecutable(argv[0], SearchPath());
 
-  const std::string log_dir = LogDirFor(a);
+  const LogDirChoice chosen = LogDirFor(a);
+  std::string log_dir = chosen.dir;
   // Nothing relative to the working directory: without a scratch
   // directory and a log_dir, workers get no error or heartbeat files.
   const bool have_dir = !log_dir.empty() || !scratch_dir_.empty();
-  fs::path run_dir = log_dir.empty() ? fs::path(scratch_dir_)
-                                     : fs::path(log_dir) / a.job_id();
+  fs::path run_dir =
+      log_dir.empty() ? fs::path(scratch_dir_) : fs::path(log_dir) / a.job_id();
   run_dir /= absl::StrCat("gen", generation);
   std::error_code dir_error;
   if (have_dir) fs::create_directories(run_dir, dir_error);
+  if (dir_error && chosen.from_coordinator && !scratch_dir_.empty()) {
+    // The coordinator's directory need not exist here (no shared file
+    // system): the workers' own files go where they would without it.
+    Log()->warn(
+        "cannot create {} (the coordinator's --log_dir): {}; rank logs go to "
+        "the console only on this machine",
+        run_dir.string(), dir_error.message());
+    log_dir.clear();
+    run_dir = fs::path(scratch_dir_) / absl::StrCat("gen", generation);
+    dir_error.clear();
+    fs::create_directories(run_dir, dir_error);
+  }
   // Workers of another user write their error and heartbeat files in a
   // directory of their own: never where the agent (root) writes logs, so
   // that no file of theirs can be a link the agent follows.
@@ -169,10 +176,10 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     }
   }
   if (dir_error) {
-    Log()->warn(
-        "cannot create {}: {}; {}", run_dir.string(), dir_error.message(),
-        log_dir.empty() ? "workers get no error or heartbeat files"
-                                 : "rank logs go to the console only");
+    Log()->warn("cannot create {}: {}; {}", run_dir.string(),
+                dir_error.message(),
+                log_dir.empty() ? "workers get no error or heartbeat files"
+                                : "rank logs go to the console only");
   }
 
   Environment job_env(a.job_environment().begin(), a.job_environment().end());
