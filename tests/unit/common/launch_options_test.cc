@@ -135,8 +135,8 @@ TEST(LaunchOptionsTest, BadOverrideIsValidatedAfterwards) {
 // default: main_process_ip 'not an ip!'" sent the user to a file they never
 // wrote.
 TEST(LaunchOptionsTest, ABadOverrideIsNamedAsTheFlagsNotTheFiles) {
-  auto config = Resolve({"--main_process_ip", "not an ip!",
-                         "--main_process_port", "47000"});
+  auto config = Resolve(
+      {"--main_process_ip", "not an ip!", "--main_process_port", "47000"});
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().message(),
             "built-in default with --main_process_ip, --main_process_port: "
