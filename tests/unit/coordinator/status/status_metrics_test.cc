@@ -65,8 +65,8 @@ TEST(StatusMetricsTest, MetricsCountTheJobAsItsStatusShowsIt) {
       text, "trl_launch_agent_heartbeat_age_seconds{machine=\"2\"} 4.5"));
   EXPECT_TRUE(HasLine(
       text, "trl_launch_machine_output_age_seconds{machine=\"0\"} 12.5"));
-  EXPECT_TRUE(HasLine(
-      text, "trl_launch_machine_output_age_seconds{machine=\"1\"} -1"));
+  EXPECT_TRUE(
+      HasLine(text, "trl_launch_machine_output_age_seconds{machine=\"1\"} -1"));
   EXPECT_TRUE(HasLine(text, "trl_launch_refused_calls_total 7"));
   // Counters as integers, never 1.23457e+06.
   EXPECT_TRUE(HasLine(text, "trl_launch_connections_cut_total 1234567"));
