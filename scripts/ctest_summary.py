@@ -13,7 +13,10 @@ GPU is reported as such and is allowed; with --ci, any other skip fails.
 Exit status: 0 when nothing failed (and, with --ci, nothing but the GPU
 test skipped for want of a GPU); 1 otherwise; 2 when the file is unusable.
 
-Usage: ctest_summary.py [--ci] JUNIT.xml
+With --tails, prints instead the last lines of each failed test's output
+(CI keeps only the end of a run's output; this goes just before the verdict).
+
+Usage: ctest_summary.py [--ci] [--tails] JUNIT.xml
 """
 import sys
 import xml.etree.ElementTree as ET
@@ -22,6 +25,7 @@ GPU_TEST = "gpu.demo_train"
 
 
 SKIP_MESSAGES = ("SKIP_RETURN_CODE", "SKIP_REGULAR_EXPRESSION")
+TAIL_LINES = 25
 
 
 def skip_reason(case):
@@ -36,7 +40,8 @@ def skip_reason(case):
 
 def main(argv):
     ci = "--ci" in argv
-    paths = [a for a in argv if a != "--ci"]
+    tails = "--tails" in argv
+    paths = [a for a in argv if a not in ("--ci", "--tails")]
     if len(paths) != 1:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
@@ -57,6 +62,13 @@ def main(argv):
         else:
             why = skip.get("message") if skip is not None else status
             failed.append(f"{name} ({why})")
+            if tails:
+                out = (case.findtext("system-out") or "").splitlines()
+                print(f"--- the last {TAIL_LINES} lines of {name}:")
+                for line in out[-TAIL_LINES:]:
+                    print("  " + line[:300])
+    if tails:
+        return 0
     if not (passed or failed or skipped):
         print("FAIL: ctest ran no test")
         return 1

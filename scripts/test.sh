@@ -76,8 +76,13 @@ if [ "${TRL_MUTANTS:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; then
   bash ./scripts/mutants.sh --quick || failed_stages+=(mutants)
 fi
 
-# The verdict, last.
+# The verdict, last: CI keeps only the end of this output, so the failed
+# tests are named again here.
 [ ${#failed_stages[@]} = 0 ] || echo "FAILED stages: ${failed_stages[*]}"
+if echo "$summary" | grep -qE '^FAIL: '; then
+  python3 scripts/ctest_summary.py --tails "$junit"
+  echo "$summary" | grep -E '^FAIL: '
+fi
 line=$(echo "$summary" | grep -E '^tests: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' | tail -1)
 echo "${line:-tests: 0 passed, 0 failed, 0 skipped}"
 [ -n "$line" ] || exit 1
