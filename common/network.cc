@@ -10,9 +10,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/kernel_files.h"
+#include "common/listen_port_range.h"
 
 namespace trl {
 namespace {
@@ -120,24 +123,62 @@ absl::StatusOr<std::string> ResolveHost(const std::string& host) {
   return best;
 }
 
-absl::StatusOr<int> PickFreePort(const std::string& address) {
-  auto found = Lookup(address, 0, SOCK_STREAM);
-  if (!found.ok()) return found.status();
-  addrinfo* ai = *found;
-  ScopedFd fd(socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  int rc = fd.get() < 0 ? -1 : bind(fd.get(), ai->ai_addr, ai->ai_addrlen);
-  freeaddrinfo(*found);
-  if (rc != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot bind a port on ", address, ": ", std::strerror(errno)));
+namespace {
+
+// Binds a TCP socket to `address` with `port` (0: the kernel's pick) and
+// gives the port bound, or -1 (errno set). The socket is closed on return.
+int BindOnce(const addrinfo* address, int port) {
+  sockaddr_storage at = {};
+  std::memcpy(&at, address->ai_addr, address->ai_addrlen);
+  if (at.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&at)->sin6_port = htons(port);
+  } else {
+    reinterpret_cast<sockaddr_in*>(&at)->sin_port = htons(port);
+  }
+  ScopedFd fd(socket(address->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0 || bind(fd.get(), reinterpret_cast<sockaddr*>(&at),
+                           address->ai_addrlen) != 0) {
+    return -1;
   }
   sockaddr_storage local = {};
   socklen_t length = sizeof(local);
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length);
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) !=
+      0) {
+    return -1;
+  }
   if (local.ss_family == AF_INET6) {
     return ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
   }
   return ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+}
+
+}  // namespace
+
+absl::StatusOr<int> PickFreePort(const std::string& address) {
+  auto found = Lookup(address, 0, SOCK_STREAM);
+  if (!found.ok()) return found.status();
+  const addrinfo* ai = *found;
+  // Below the ephemeral range first (common/listen_port_range.h): no
+  // outgoing connection takes such a port before its listener binds it.
+  const auto ephemeral = ParsePortRange(
+      ReadKernelFile("/proc/sys/net/ipv4/ip_local_port_range", 64));
+  const auto ports = ephemeral ? ListenPortsBelow(*ephemeral) : std::nullopt;
+  int port = -1;
+  if (ports) {
+    constexpr int kTries = 64;
+    const unsigned seed = std::random_device{}();
+    for (int i = 0; i < kTries && port < 0; ++i) {
+      port = BindOnce(ai, CandidatePort(*ports, seed, i));
+    }
+  }
+  if (port < 0) port = BindOnce(ai, 0);
+  const int error = errno;
+  freeaddrinfo(*found);
+  if (port < 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot bind a port on ", address, ": ", std::strerror(error)));
+  }
+  return port;
 }
 
 bool IsLoopbackAddress(const std::string& address) {

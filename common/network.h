@@ -23,7 +23,9 @@ std::string InterfaceWithAddress(const std::string& address);
 // Resolves a host name or literal to a numeric address (IPv4 preferred).
 absl::StatusOr<std::string> ResolveHost(const std::string& host);
 
-// A TCP port that is free on `address` right now (bind to port 0).
+// A TCP port that is free on `address` right now, for a listener that binds
+// it later: below the kernel's ephemeral range where it can
+// (common/listen_port_range.h), else the kernel's pick (bind to port 0).
 absl::StatusOr<int> PickFreePort(const std::string& address);
 
 std::string LocalHostName();

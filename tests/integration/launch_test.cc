@@ -10,6 +10,8 @@
 #include <fstream>
 #include <map>
 
+#include "common/kernel_files.h"
+#include "common/listen_port_range.h"
 #include "tests/integration/launcher_fixture.h"
 
 namespace trl::testing {
@@ -207,13 +209,13 @@ TEST_F(LauncherTest, PerRankLogFilesOfEveryMachine) {
 // FreePort's port is this process's until it exits: another test process
 // cannot take its reservation (an abstract socket named after the port),
 // and it lies below the kernel's ephemeral ports, which outgoing
-// connections take.
+// connections take, and below the span coordinators pick MASTER_PORT from.
 TEST(FreePortTest, APortIsReservedAndOutsideTheEphemeralRange) {
   std::set<int> ports;
   for (int i = 0; i < 20; ++i) {
     const int port = FreePort();
-    ASSERT_GE(port, 30000);
-    ASSERT_LE(port, 32767);
+    ASSERT_GE(port, 16384);
+    ASSERT_LE(port, 24574);
     EXPECT_TRUE(ports.insert(port).second) << "port " << port << " twice";
     // What another process's FreePort would try for the same port.
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -227,11 +229,14 @@ TEST(FreePortTest, APortIsReservedAndOutsideTheEphemeralRange) {
         << "port " << port << " was not reserved";
     close(fd);
   }
-  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-  int low = 0;
-  if (range >> low) {
-    EXPECT_GT(low, 32767) << "ephemeral ports start at " << low;
-  }
+  const auto ephemeral = ParsePortRange(
+      ReadKernelFile("/proc/sys/net/ipv4/ip_local_port_range", 64));
+  ASSERT_TRUE(ephemeral.has_value());
+  const auto master_ports = ListenPortsBelow(*ephemeral);
+  ASSERT_TRUE(master_ports.has_value());
+  EXPECT_GT(master_ports->first, 24575)
+      << "ephemeral ports start at " << ephemeral->first
+      << ": coordinators pick MASTER_PORT from " << master_ports->first;
 }
 
 }  // namespace

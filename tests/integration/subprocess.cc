@@ -241,14 +241,17 @@ bool CanBind(int type, int port) {
 }  // namespace
 
 // A port for one test's coordinator (TCP and UDP), that no other test
-// process gets while this one runs. Picked from 30000..32767, below the
-// kernel's ephemeral range (32768 and up by default): a port from bind(0)
-// is an ephemeral one, which any outgoing connection (an agent's, a
-// worker's, another test's under ctest -j2) may take between the pick and
-// the coordinator's bind, and which another process's bind(0) may return
-// too.
+// process gets while this one runs. Picked from 16384..24574 (its status
+// page takes the next port), below both the kernel's ephemeral range
+// (32768 and up by default) and the 8,192 ports under it from which a
+// coordinator picks each generation's MASTER_PORT
+// (common/listen_port_range.h): a port from bind(0) is an ephemeral one,
+// which any outgoing connection (an agent's, a worker's, another test's
+// under ctest -j2) may take between the pick and the coordinator's bind,
+// and which another process's bind(0) may return too; and a port in the
+// MASTER_PORT span may be given to another test's workers meanwhile.
 int FreePort() {
-  constexpr int kFirst = 30000, kCount = 2768;
+  constexpr int kFirst = 16384, kCount = 8191;
   const int start = static_cast<int>(
       (static_cast<unsigned>(getpid()) * 7919u +
        static_cast<unsigned>(

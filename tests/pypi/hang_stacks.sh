@@ -18,7 +18,8 @@ venv=${TRL_PYPI_VENV:-/var/cache/trl-launch/pypi-venv}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp "$here/hang_job.py" "$work/"
-port=$(( 30000 + RANDOM % 20000 ))
+# Below the tests' FreePort range and the span MASTER_PORT is picked from.
+port=$(( 12000 + RANDOM % 4000 ))
 fail() { echo "FAIL: $*"; cat "$work/coord.out"; exit 1; }
 ( cd "$work" && timeout 180 "$build/coordinator/trl-coord" start \
     --num_machines 1 --num_processes 2 --main_process_ip 127.0.0.1 \
