@@ -6,7 +6,10 @@ Usage: check.py JOB_DIR...   (exit 0: every invariant held; 1: a violation;
 2: a job directory could not be read)
 
 Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
-  records  start GEN RANK PID HOST TIME WORLD_SIZE JOB_ID
+  records  start GEN RANK PID HOST TIME WORLD_SIZE JOB_ID [HOST_PID]
+                                                (PID as the nemesis sees it,
+                                                HOST_PID in the test host's
+                                                own PID namespace)
            older GEN RANK PID HOST TIME OLD_GEN OLD_RANK OLD_PID
            stop  GEN RANK PID HOST TIME SECONDS       (SIGTERM: saving a
                                                 checkpoint for SECONDS)
@@ -26,6 +29,7 @@ Files in JOB_DIR (written by tests/nemesis/worker.sh and nemesis.sh):
   after    proc HOST PID CMDLINE...   (alive on a test host after the job)
            worker PID CMDLINE...      (a worker pid of the job still alive)
            port HOST PROTO PORT       (the coordinator's port still bound)
+  ps/TIME.json  `trl-coord ps --json` asked at TIME while the job ran
   events.json  `trl-coord events --state_file F --json` after the job (the
            history kept beside the coordinator's state file), if it could
            be read
@@ -41,7 +45,9 @@ Invariants:
       generation's worker alive when it started
   I2  every generation: each rank at most once, 0 <= rank < WORLD_SIZE, all
       agreeing on one WORLD_SIZE, one of SIZES (NUM_PROCESSES, for a job of
-      fixed size); the final generation has every rank of its WORLD_SIZE
+      fixed size); the final generation has every rank of its WORLD_SIZE;
+      some generation started (unless a coordinator said generation 0
+      could not be kept)
   I3  after the job nothing of it is left: no process on any test host, no
       worker pid alive, the coordinator's port free
   I4  on each host, the generations its workers started in only increase;
@@ -59,7 +65,11 @@ Invariants:
   I6  the job and every daemon ended within the job's time limit; none hung;
       the job's events say only what happened: each "generation" event's
       world size is the one that generation's workers were started with
-      (a generation none of whose workers started is not judged)
+      (a generation none of whose workers started is not judged); and what
+      ps --json said while the job ran is what the workers did: a rank with
+      a pid ran as that pid (in its host) on the host it names, in the
+      generation the answer was for, and an exit shown (0, 1 or 143) is
+      the one its worker recorded (a lost rank is never shown exit 0)
   I7  a worker told to stop gets the time it asks for (well under the stop
       grace): none with a stop record and no end record is gone before its
       stop time plus its checkpoint's SECONDS (first seen gone by the
@@ -120,6 +130,69 @@ def cut_off_generations(d, daemons):
     return cut
 
 
+def ps_snapshots(d):
+    """(time asked, status) of each ps --json answer in JOB_DIR/ps."""
+    out = []
+    for name in sorted(os.listdir(os.path.join(d, "ps")) if os.path.isdir(
+            os.path.join(d, "ps")) else []):
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(d, "ps", name), errors="replace") as f:
+                out.append((float(name[:-5]), json.load(f)))
+        except (ValueError, OSError):
+            out.append((None, name))
+    return out
+
+
+def ps_disagreements(d, starts, ends):
+    """What a ps --json answer said of a rank that its worker's records
+    contradict: a pid or host no worker of that generation and rank had,
+    or an exit it did not make (a lost rank shown as exit code 0)."""
+    found = []
+    by_key = {}
+    for s in starts:
+        if s.get("hpid") is not None:
+            by_key[(s["gen"], s["rank"], s["host"], s["hpid"])] = s
+    if not by_key:
+        return found  # records of a worker.sh that did not say its host pid
+    for t, st in ps_snapshots(d):
+        if t is None:
+            found.append(("I6", "ps --json gave what is not JSON: %s" % st))
+            continue
+        gen = int(st.get("generation", -1))
+        for row in st.get("ranks", []):
+            pid, host = int(row.get("pid", 0)), row.get("hostname", "")
+            if pid <= 0:
+                continue
+            what = "ps --json asked at %.3f (generation %d) said rank %s ran as pid %d on %s" % (
+                t, gen, row.get("rank"), pid, host or "no host")
+            s = by_key.get((gen, int(row.get("rank", -1)), host, pid))
+            if s is None:
+                found.append(("I6", what + ", but no worker of that generation and rank "
+                              "started so"))
+                continue
+            code, state = int(row.get("exit_code", 0)), row.get("state", "")
+            if state in ("pending", "running", "lost") or code < 0:
+                continue
+            end = ends.get(s["pid"], {}).get("code")
+            shown = "0" if code == 0 and int(row.get("signal", 0)) == 0 else str(code)
+            if int(row.get("signal", 0)) != 0:
+                continue  # killed: no end record to compare
+            if (end, shown) not in (("0", "0"), ("1", "1"), ("term", "143")):
+                found.append(("I6", what + " and %s with exit code %s, but the worker %s" % (
+                    state, shown, "recorded its end as " + end if end else
+                    "recorded no end (it was killed)")))
+    # One line per distinct claim: the same rank is in many answers.
+    seen, unique = set(), []
+    for inv, msg in found:
+        key = re.sub(r"asked at [0-9.]+ ", "", msg)
+        if key not in seen:
+            seen.add(key)
+            unique.append((inv, msg))
+    return unique
+
+
 def check_job(d):
     violations = []
 
@@ -131,7 +204,8 @@ def check_job(d):
         try:
             if f[0] == "start":
                 starts.append(dict(gen=int(f[1]), rank=int(f[2]), pid=int(f[3]), host=f[4],
-                                   t=float(f[5]), ws=f[6], job=f[7] if len(f) > 7 else "?"))
+                                   t=float(f[5]), ws=f[6], job=f[7] if len(f) > 7 else "?",
+                                   hpid=int(f[8]) if len(f) > 8 else None))
             elif f[0] == "end":
                 ends[int(f[3])] = dict(gen=int(f[1]), rank=int(f[2]), host=f[4], t=float(f[5]),
                                        code=f[6])
@@ -247,6 +321,11 @@ def check_job(d):
     n = gen_ws[final] if gens else max(sizes)
     final_ranks = {s["rank"] for s in gens[final]} if gens else set()
     final_complete = final is not None and final_ranks == set(range(n))
+    if final is None and not any(said[0] == 0 for said in unkept.values()):
+        # (Daemons that could not even be started ran no job: exit 127.)
+        bad("I2", "no worker of the job started, and no coordinator said that generation 0 "
+            "could not be kept; the daemons exited %s" % ", ".join(
+                "%s %s" % (name, ex["rc"]) for name, ex in sorted(exits.items())))
 
     # I3: nothing left.
     for f in after:
@@ -369,6 +448,10 @@ def check_job(d):
         if ran != [str(said)]:
             bad("I6", "the events say generation %d had world size %d (%s), but its workers "
                 "were started with WORLD_SIZE %s" % (g, said, ev.get("text"), ", ".join(ran)))
+
+    # I6: what ps --json said while the job ran is what the workers did.
+    for inv, msg in ps_disagreements(d, starts, ends):
+        bad(inv, msg)
 
     # I7: a worker told to stop had its time (to save a checkpoint), unless
     # its machine was cut off (the fence's bound, not the checkpoint's).

@@ -112,6 +112,12 @@ good "$work/world_size"
 sed -i 's/^start 1 3 203 node02 1005.13 6/start 1 3 203 node02 1005.13 4/' "$work/world_size/records"
 expect world_size I2
 
+# I2: no worker of the job started at all (daemons that could not be
+# started exit 127 and run nothing).
+good "$work/nothing_started"
+: >"$work/nothing_started/records"; : >"$work/nothing_started/gone"
+sed -i 's/^\(exit [a-z0-9.]* [0-9]*\) [0-9]* /\1 127 /' "$work/nothing_started/daemons"
+expect nothing_started I2
 # I3: a leftover worker pid, a leftover process, the port still bound.
 good "$work/leftover_pid"
 echo "worker 205 /bin/bash tests/nemesis/worker.sh" >"$work/leftover_pid/after"
@@ -328,6 +334,50 @@ expect events_elastic pass
 # (the elastic job's events beside the fixed-size job's records)
 events "$work/events_shrunk" 6; cp "$work/events_elastic/events.json" "$work/events_shrunk/"
 expect events_shrunk I6
+
+# I6: what ps --json said while the job ran (ps/TIME.json) against the
+# workers' records, which now say each worker's pid in its host (pid - 90).
+with_ps() {
+  local d=$1; good "$d"
+  awk '$1 == "start" {$0 = $0 " " ($4 - 90)} {print}' "$d/records" >"$d/records.new"
+  mv "$d/records.new" "$d/records"
+  mkdir -p "$d/ps"
+  ps_answer "$d/ps/1002.0.json" 0 running 0
+  ps_answer "$d/ps/1009.9.json" 1 succeeded 0
+}
+ps_answer() {  # FILE GENERATION STATE EXIT_CODE: every rank alike
+  local file=$1 g=$2 state=$3 code=$4 r sep=""
+  {
+    echo "{\"job_id\": \"job1\", \"generation\": \"$g\", \"ranks\": ["
+    for r in 0 1 2 3 4 5; do
+      echo "$sep{\"rank\": $r, \"pid\": $(( 10 + g * 100 + r )), \"state\": \"$state\", \"exit_code\": $code, \"signal\": 0, \"hostname\": \"node0$(( r / 2 + 1 ))\"}"
+      sep=","
+    done
+    echo "]}"
+  } >"$file"
+}
+with_ps "$work/ps_good"; expect ps_good pass
+# ... a rank shown on a host it did not run on (a handover's spare),
+with_ps "$work/ps_wrong_host"
+sed -i 's/"hostname": "node03"}/"hostname": "node04"}/' "$work/ps_wrong_host/ps/1009.9.json"
+expect ps_wrong_host I6
+# ... a pid of the generation before,
+with_ps "$work/ps_old_pid"
+sed -i 's/"pid": 110,/"pid": 10,/' "$work/ps_old_pid/ps/1009.9.json"
+expect ps_old_pid I6
+# ... and rank 4 of generation 0, killed while it saved its checkpoint,
+# shown as having exited 0 (the lost ranks of a one-way partition).
+with_ps "$work/ps_killed_shown_0"
+ps_answer "$work/ps_killed_shown_0/ps/1004.0.json" 0 succeeded 0
+sed -i '/"rank": [^4],/s/"succeeded", "exit_code": 0/"stopped", "exit_code": 143/' \
+  "$work/ps_killed_shown_0/ps/1004.0.json"
+expect ps_killed_shown_0 I6
+# (the same answer with rank 4 shown lost passes)
+with_ps "$work/ps_killed_shown_lost"
+cp "$work/ps_killed_shown_0/ps/1004.0.json" "$work/ps_killed_shown_lost/ps/"
+sed -i 's/"rank": 4, \(.*\)"succeeded", "exit_code": 0/"rank": 4, \1"lost", "exit_code": -1/' \
+  "$work/ps_killed_shown_lost/ps/1004.0.json"
+expect ps_killed_shown_lost pass
 
 [ $fail = 0 ] && echo "PASS: the checker caught every broken invariant"
 exit $fail

@@ -171,9 +171,10 @@ port=29400
 job_limit=$(( window + 60 ))  # I6: a job ends within its fault window + 60 s
 stop_grace=2
 declare -a daemon_pids=() heals=()
-watcher="" relay_pid="" killer="" verdict=FAIL
+watcher="" poller="" relay_pid="" killer="" verdict=FAIL
 cleanup() {
   [ -n "$watcher" ] && kill "$watcher" 2>/dev/null
+  [ -n "$poller" ] && kill "$poller" 2>/dev/null
   for pid in "${heals[@]}"; do kill "$pid" 2>/dev/null; done
   [ -n "${killer:-}" ] && kill "$killer" 2>/dev/null
   for pid in "${daemon_pids[@]}"; do kill -CONT "$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null; done
@@ -198,7 +199,7 @@ for i in 2 3 4; do
   relay_gw[$i]="$relay_net.$(( 8 * i + 1 ))"
   links+=("${TESTHOST_NAME[$i]}=${relay_a[$i]},${relay_b[$i]}")
 done
-mkdir -p "$work/relay" "$work/clock"
+mkdir -p "$work/relay" "$work/clock" "$work/rootproc"
 python3 "$here/../lib/tap_relay.py" --control "$work/relay" --ready "$work/relay.ready" \
   --stats "$work/relay.stats" --parent $$ "${links[@]}" 2>"$work/relay.err" &
 relay_pid=$!
@@ -256,26 +257,55 @@ rand() { R=$(( RANDOM % $1 )); }  # never in a subshell: that would not advance 
 t0=$EPOCHREALTIME
 now() { printf '%.1f' "$(echo "$EPOCHREALTIME - $t0" | bc)"; }
 
+# Each test host has a PID namespace of its own for the length of a job
+# (started by start_host_inits, ended with everything else on the host by
+# record_leftovers), as a real machine has: an agent's sweep of stale
+# workers sees only its own host's processes, so a frozen agent's workers on
+# another host are not ended for it. Its pid 1 (tests/nemesis/host_init.py)
+# reaps orphans; $work/rootproc in each host is the machine's /proc, through
+# which in_host.sh and the workers learn the pids the nemesis sees.
+declare -A host_init=() host_init_parent=()
+start_host_inits() {
+  local i
+  for i in 1 2 3 4; do
+    rm -f "$work/init$i.pid"
+    ip netns exec "${TESTHOST_PREFIX}$i" unshare --pid --fork --mount --propagation slave --uts \
+      sh -c 'hostname "$0" && mount --bind /proc "$1" && mount -t proc proc /proc && exec python3 "$2" "$1" "$3"' \
+      "${TESTHOST_NAME[$i]}" "$work/rootproc" "$here/host_init.py" "$work/init$i.pid" >"$work/init$i.err" 2>&1 &
+    host_init_parent[$i]=$!
+    wait_for 5 test -s "$work/init$i.pid" ||
+      die "test host ${TESTHOST_NAME[$i]} got no PID namespace of its own: $(cat "$work/init$i.err")"
+    host_init[$i]=$(<"$work/init$i.pid")
+  done
+}
+# The pids on host I but its namespace's pid 1 and the unshare above it.
+host_pids() {
+  local pid
+  for pid in $(testhosts_pids "$1"); do
+    [ "$pid" = "${host_init[$1]:-}" ] || [ "$pid" = "${host_init_parent[$1]:-}" ] || echo "$pid"
+  done
+}
+
 # start_daemon NAME ROLE HOST CLOCK MACHINE_RANK CMD...: runs CMD on test
-# host HOST, its wall clock shifted by the file clock/CLOCK; records "daemon"
-# and, once it ended, "exit" lines in $job/daemons. Sets DPID.
+# host HOST (in its PID namespace, under its hostname), its wall clock
+# shifted by the file clock/CLOCK; records "daemon" and, once it ended,
+# "exit" lines in $job/daemons. Sets DPID, the pid outside the host.
 start_daemon() {
   local name=$1 role=$2 i=$3 clock=$4 m=$5; shift 5
   (
-    # Not testhosts_exec (a function: $! would be a subshell): this chain
-    # execs, so $! is the daemon itself. env sets the shim last: the shim
-    # takes it out of the environment of the process it is loaded in.
-    ip netns exec "${TESTHOST_PREFIX}$i" unshare --uts sh -c 'hostname "$0"; exec "$@"' \
-      "${TESTHOST_NAME[$i]}" env LD_PRELOAD="$shim" TRL_CLOCK_SHIFT_FILE="$work/clock/$clock" \
-      "$@" >"$job/$name.out" 2>"$job/$name.err" &
-    pid=$!
-    echo "daemon $name $role ${TESTHOST_NAME[$i]} $pid $EPOCHREALTIME $m" >>"$job/daemons"
-    echo "$pid" >"$job/$name.pid"
-    wait "$pid"; rc=$?
-    echo "exit $name $pid $rc $EPOCHREALTIME" >>"$job/daemons"
+    # env sets the shim last: the shim takes it out of the environment of
+    # the process it is loaded in.
+    nsenter --target "${host_init[$i]}" --pid --mount --uts --net -- \
+      "$here/in_host.sh" "$work/rootproc" "$job/$name.pid" "$job/$name.rc" "$job/$name.out" "$job/$name.err" \
+      env LD_PRELOAD="$shim" TRL_CLOCK_SHIFT_FILE="$work/clock/$clock" "$@"
+    rc=$?
+    [ -s "$job/$name.rc" ] && rc=$(<"$job/$name.rc")
+    pid=$(cat "$job/$name.pid" 2>/dev/null)
+    echo "exit $name ${pid:-0} $rc $EPOCHREALTIME" >>"$job/daemons"
   ) 2>/dev/null &
-  wait_for 5 test -s "$job/$name.pid"
+  wait_for 5 test -s "$job/$name.pid" || die "$name did not start on ${TESTHOST_NAME[$i]}"
   DPID=$(<"$job/$name.pid")
+  echo "daemon $name $role ${TESTHOST_NAME[$i]} $DPID $EPOCHREALTIME $m" >>"$job/daemons"
   is_daemon() { grep -q '^trl-' "/proc/$DPID/comm" 2>/dev/null || ended "$name"; }
   wait_for 5 is_daemon || echo "    $name (pid $DPID) is not a trl daemon after 5 s"
   daemon_pids+=("$DPID")
@@ -350,6 +380,24 @@ watch_workers() {
     [ $stop = 1 ] && return 0
     sleep 0.1
   done
+}
+
+# What the coordinator says while the job runs: its ps --json about every
+# second, as $job/ps/TIME.json (TIME: when it was asked). I6 compares each
+# with the workers' own records. An answer that does not come (the
+# coordinator killed, frozen or cut off) is skipped.
+poll_ps() {
+  local d=$1 t
+  mkdir -p "$d/ps"
+  while [ ! -e "$d/watch.stop" ]; do
+    t=$EPOCHREALTIME
+    if ip netns exec "${TESTHOST_PREFIX}1" timeout 3 "$build/coordinator/trl-coord" ps --json \
+         --address "${TESTHOST_ADDR[1]}:$port" --timeout 2 >"$d/ps/next" 2>/dev/null; then
+      mv "$d/ps/next" "$d/ps/$t.json"
+    fi
+    sleep 1
+  done
+  rm -f "$d/ps/next"
 }
 
 declare -A fault_count=()
@@ -636,7 +684,7 @@ all_daemons_ended() {
 }
 hosts_empty() {
   local i
-  for i in 1 2 3 4; do [ -z "$(testhosts_pids $i)" ] || return 1; done
+  for i in 1 2 3 4; do [ -z "$(host_pids $i)" ] || return 1; done
 }
 
 # After the job: what is left (I3), then a clean slate for the next job.
@@ -645,7 +693,7 @@ record_leftovers() {
   : >"$job/after"
   wait_for 3 hosts_empty
   for i in 1 2 3 4; do
-    for pid in $(testhosts_pids $i); do
+    for pid in $(host_pids $i); do
       echo "proc ${TESTHOST_NAME[$i]} $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-200)" >>"$job/after"
     done
   done
@@ -660,9 +708,12 @@ record_leftovers() {
       echo "port node01 $([ $proto = t ] && echo tcp || echo udp) $port" >>"$job/after"
     fi
   done
+  # Everything on the hosts, their namespaces' pid 1 with it.
   for i in 1 2 3 4; do
     for pid in $(testhosts_pids $i); do kill -CONT "$pid"; kill -9 "$pid"; done 2>/dev/null
   done
+  for i in 1 2 3 4; do wait "${host_init_parent[$i]}" 2>/dev/null; done
+  host_init=() host_init_parent=()
 }
 
 run_job() {
@@ -686,8 +737,11 @@ run_job() {
   local start=$EPOCHREALTIME startS=${EPOCHREALTIME%.*}
   echo "== job $jobno at +$(now) s: $shape$([ $shape = spare ] && echo " (trl-agent --spare on node04)")$([ $shape = elastic ] && echo " (--num_machines 2:3)")$mixed (--lease: coordinator ${lease[c]}, agent 1 ${lease[1]}, agent 2 ${lease[2]}$([ $nagents = 3 ] && echo ", spare ${lease[3]}"))"
   echo "shape $shape sizes $sizes lease c ${lease[c]} 1 ${lease[1]} 2 ${lease[2]} 3 ${lease[3]}" >"$job/shape"
+  start_host_inits
   watch_workers "$job" &
   watcher=$!
+  poll_ps "$job" &
+  poller=$!
   start_agent 1
   start_agent 2
   [ $nagents = 3 ] && start_agent 3
@@ -738,7 +792,7 @@ run_job() {
   local ev="$work/statefs/job$jobno.state"
   timeout 10 "$build/coordinator/trl-coord" events --state_file "$ev" --json >"$job/events.json" 2>"$job/events.err"
   [ -e "$ev.events" ] && mv "$ev.events" "$job/state.events"
-  touch "$job/watch.stop"; wait "$watcher"; watcher=""
+  touch "$job/watch.stop"; wait "$watcher"; watcher=""; wait "$poller"; poller=""
   echo "job $start $end $job_limit 6 $sizes" >"$job/job"
   echo "    job exit $(exit_code "${cur_name[c]}"), $(grep -c '^start ' "$job/records") worker starts, $(awk '$1 == "start" {print $2}' "$job/records" | sort -un | wc -l) generation(s), $(printf '%.1f' "$(echo "$end - $start" | bc)") s"
   python3 "$here/check.py" "$job" | tee "$job/check"

@@ -3,10 +3,14 @@
 #   worker.sh JOB_DIR SECONDS
 # It appends one-line records to JOB_DIR/records (each a single short write,
 # so lines of different workers never mix):
-#   start GEN RANK PID HOST TIME WORLD_SIZE JOB_ID
+#   start GEN RANK PID HOST TIME WORLD_SIZE JOB_ID HOST_PID
 #   older GEN RANK PID HOST TIME OLD_GEN OLD_RANK OLD_PID   (an older
 #         generation's worker was still alive when this one started)
 #   end   GEN RANK PID HOST TIME CODE
+# PID is the worker's pid as the nemesis sees it, outside the test host's
+# PID namespace (read through the machine's /proc, which the host has at
+# DIR/../rootproc), so that the watcher and the checker can follow it;
+# HOST_PID is its pid in the host, which its agent reports (ps).
 # TIME is the wall clock ($EPOCHREALTIME, the clock of `date +%s.%N`), which
 # the test hosts (network namespaces) share. It runs SECONDS and exits 0,
 # unless the nemesis leaves JOB_DIR/ctl/crash.RANK (exit 1) or
@@ -25,10 +29,12 @@ set -u
 dir=$1 seconds=$2
 g=${TRL_GENERATION:-${TORCHELASTIC_RESTART_COUNT:-?}}
 host=$(hostname)
-me=$$
+rootproc=$dir/../rootproc
+read -r stat <"$rootproc/self/stat" || { echo "worker.sh: cannot read $rootproc/self/stat" >&2; exit 3; }
+me=${stat%% *}
 rec() { echo "$*" >>"$dir/records"; }
 
-rec "start $g $RANK $me $host $EPOCHREALTIME ${WORLD_SIZE:-?} ${TRL_JOB_ID:-?}"
+rec "start $g $RANK $me $host $EPOCHREALTIME ${WORLD_SIZE:-?} ${TRL_JOB_ID:-?} $$"
 # The checkpoint's length: 0.3-1.0 s in steps of 0.1, from rank and generation.
 gnum=${g//[^0-9]/}
 checkpoint=0.$(( (RANK * 3 + ${gnum:-0} * 5) % 8 + 3 ))
@@ -42,8 +48,8 @@ on_term() {
 }
 trap on_term TERM
 
-# Is a worker of an older generation still alive? Its start record has no end
-# record and its pid still runs this script (not a zombie).
+# Is a worker of an older generation still alive, on any host? Its start
+# record has no end record and its pid still runs this script (not a zombie).
 declare -A started=() ended=()
 mapfile -t lines <"$dir/records"
 for l in "${lines[@]}"; do
@@ -57,10 +63,10 @@ for p in "${!started[@]}"; do
   [ -n "${ended[$p]:-}" ] && continue
   read -r og orank <<<"${started[$p]}"
   [ "$og" -lt "$g" ] 2>/dev/null || continue
-  stat=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+  stat=$(cat "$rootproc/$p/stat" 2>/dev/null) || continue
   state=${stat##*) }; state=${state%% *}
   [ "$state" = Z ] && continue
-  grep -qa nemesis/worker.sh "/proc/$p/cmdline" 2>/dev/null || continue
+  grep -qa nemesis/worker.sh "$rootproc/$p/cmdline" 2>/dev/null || continue
   rec "older $g $RANK $me $host $EPOCHREALTIME $og $orank $p"
 done
 
