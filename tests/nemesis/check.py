@@ -150,10 +150,11 @@ def ps_disagreements(d, starts, ends):
     contradict: a pid or host no worker of that generation and rank had,
     or an exit it did not make (a lost rank shown as exit code 0)."""
     found = []
-    by_key = {}
+    by_key, ran = {}, defaultdict(list)
     for s in starts:
         if s.get("hpid") is not None:
             by_key[(s["gen"], s["rank"], s["host"], s["hpid"])] = s
+            ran[(s["gen"], s["rank"])].append(s)
     if not by_key:
         return found  # records of a worker.sh that did not say its host pid
     for t, st in ps_snapshots(d):
@@ -167,12 +168,24 @@ def ps_disagreements(d, starts, ends):
                 continue
             what = "ps --json asked at %.3f (generation %d) said rank %s ran as pid %d on %s" % (
                 t, gen, row.get("rank"), pid, host or "no host")
-            s = by_key.get((gen, int(row.get("rank", -1)), host, pid))
-            if s is None:
-                found.append(("I6", what + ", but no worker of that generation and rank "
-                              "started so"))
-                continue
+            rank = int(row.get("rank", -1))
             code, state = int(row.get("exit_code", 0)), row.get("state", "")
+            s = by_key.get((gen, rank, host, pid))
+            if s is None and ran.get((gen, rank)):
+                found.append(("I6", what + ", but that generation's rank %d ran as %s" % (
+                    rank, ", ".join("pid %d on %s" % (o["hpid"], o["host"])
+                                    for o in ran[(gen, rank)]))))
+                continue
+            if s is None:
+                # A process its agent started may end before the worker
+                # script writes its start record (a stop right after the
+                # start): only an exit of its own (0, or 1) would be false.
+                if state == "succeeded" or (code in (0, 1) and int(row.get("signal", 0)) == 0
+                                            and state not in ("pending", "running", "lost",
+                                                              "stopped")):
+                    found.append(("I6", what + " and %s with exit code %d, but no worker of "
+                                  "that generation and rank started" % (state, code)))
+                continue
             if state in ("pending", "running", "lost") or code < 0:
                 continue
             end = ends.get(s["pid"], {}).get("code")

@@ -379,5 +379,16 @@ sed -i 's/"rank": 4, \(.*\)"succeeded", "exit_code": 0/"rank": 4, \1"lost", "exi
   "$work/ps_killed_shown_lost/ps/1004.0.json"
 expect ps_killed_shown_lost pass
 
+# A process its agent started and stopped at once, before the worker script
+# wrote its start record (seed 3): shown stopped by SIGTERM, it passes;
+# shown as having exited 0 on its own, it cannot have.
+with_ps "$work/ps_unrecorded_stopped"
+ps_answer "$work/ps_unrecorded_stopped/ps/1012.0.json" 2 stopped 0
+sed -i 's/"signal": 0/"signal": 15/' "$work/ps_unrecorded_stopped/ps/1012.0.json"
+expect ps_unrecorded_stopped pass
+with_ps "$work/ps_unrecorded_succeeded"
+ps_answer "$work/ps_unrecorded_succeeded/ps/1012.0.json" 2 succeeded 0
+expect ps_unrecorded_succeeded I6
+
 [ $fail = 0 ] && echo "PASS: the checker caught every broken invariant"
 exit $fail

@@ -3,12 +3,15 @@
 # trl-coord start and its local agent, machine ranks 1 and 2 a trl-agent
 # each, on node02 and node03 at first; node04 is free; two workers each),
 # one after another for --seconds, while faults drawn from a seeded PRNG hit
-# them. Jobs take turns in three shapes (issue 34), by their number: fixed
+# them. Jobs take turns in four shapes (issue 34), by their number: fixed
 # size (--num_machines 3); fixed size with a hot spare (trl-agent --spare on
 # node04, which may take a lost machine's place; its replacements are spares
 # too, and a machine's own agent started again while the spare holds its
 # place is made a spare); elastic (--num_machines 2:3: a generation runs on
-# 2 or 3 machines, world size 4 or 6). Every other job has mixed leases:
+# 2 or 3 machines, world size 4 or 6); these three with --max_restarts 50;
+# and the default budget, --max_restarts 0, with a spare, whose one fault
+# comes in its last second. Each test host has a PID namespace of its own,
+# as a machine has. Every other job has mixed leases:
 # one machine's agent --lease 4, the other daemons 1.5 (a handover must wait
 # for the lost machine's own lease). node02-node04 reach the coordinator through a userspace relay
 # (tests/lib/tap_relay.py: a TAP device in node01 and one in the host, a /29
@@ -67,8 +70,16 @@
 #   worker_crash                         a worker exits 1
 #   worker_flood                         a worker prints a 5 MiB line without
 #                                        a newline, then 100000 lines
+#   unhealthy                            an agent's host fails its health
+#                                        check (every daemon runs
+#                                        --health_check, a file per host,
+#                                        every 0.5 s) for 1-6 s: the host is
+#                                        cordoned, a spare takes its place,
+#                                        an elastic job runs without it, a
+#                                        fixed-size one waits; then it
+#                                        passes and the cordon ends by itself
 # Kinds are drawn from a bag (a seeded shuffle of every kind, refilled when
-# empty), so each kind comes once in every 17 faults. The agent a fault hits
+# empty), so each kind comes once in every 18 faults. The agent a fault hits
 # is drawn among machine ranks 1 and 2 and, in a job with a spare, the
 # spare's.
 # Workers (tests/nemesis/worker.sh) write start/end records and, told to
@@ -113,22 +124,20 @@
 #    one before it starts the new workers: the checkpoints are lost. I1 does
 #    not see it (the old workers are gone before the new ones start on each
 #    host; across hosts a few ms apart, under the watcher's 0.1 s); I7 does.
-#  - NOT CAUGHT: ReadyToStart ending in "return true;" (another host gets a
-#    lost machine's ranks at once):
+#  - CAUGHT since each test host has its own PID namespace (was NOT
+#    CAUGHT before): JobMembership::ReadyToStart ending in "return true;"
+#    (another host gets a lost machine's ranks at once), mutant
+#    replacement-before-old-lease-nemesis:
 #      nemesis.sh BUILD --seed 1 --seconds 30 --only cross_host_takeover
-#    passes (7 generations instead of 3: the ranks do move at once). The
-#    test hosts share one PID namespace, so the replacement agent's sweep of
-#    stale workers (agent/cleanup/stale_workers.cc: processes with the same
-#    TRL_LAUNCH_COORDINATOR and TRL_MACHINE_RANK), which on a real cluster sees
-#    only its own host, kills the frozen old agent and its workers on the
-#    other test host before it takes the ranks. Catching it needs a PID
-#    namespace per test host (or agents that dial the coordinator by
-#    another address per host: NAT, which this machine lacks).
-#    Spare and elastic jobs (issue 34) share it too: a frozen agent's
-#    workers are fenced by its guardian, but a sweep by a new agent of the
-#    same machine rank may still end them first, so I1 across hosts is only
-#    as strong as the timing of that sweep. Still to do (issue 34): a PID
-#    namespace per test host, cordons, a restart budget of 0.
+#    fails with
+#      VIOLATION I1: generation 0 rank 4 (pid 18520 on node03) alive at
+#      1796655651.637 (last seen alive by the watcher), after generation 1
+#      started at 1796655651.536
+#    While the hosts shared one PID namespace, the replacement agent's sweep
+#    of stale workers (agent/cleanup/stale_workers.cc: processes with the
+#    same TRL_LAUNCH_COORDINATOR and TRL_MACHINE_RANK), which on a real
+#    cluster sees only its own host, killed the frozen old agent's workers
+#    on the other test host before it took the ranks, and hid it.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S] [--only K,...]}" && pwd)
@@ -147,7 +156,7 @@ while [ $# -gt 0 ]; do
 done
 all_kinds=(stop_agent_short stop_agent_long stop_coord_short stop_coord_long kill_agent
            freeze_kill_agent kill_coord partition silent_partition lossy delay disk_full
-           clock_shift cross_host_takeover worker_crash worker_flood freeze_past_lease)
+           clock_shift cross_host_takeover worker_crash worker_flood freeze_past_lease unhealthy)
 # Faults in a job's last second (see run_job).
 late_kinds=(stop_agent_long stop_coord_long kill_agent kill_coord partition freeze_kill_agent
             silent_partition disk_full cross_host_takeover freeze_past_lease)
@@ -199,7 +208,7 @@ for i in 2 3 4; do
   relay_gw[$i]="$relay_net.$(( 8 * i + 1 ))"
   links+=("${TESTHOST_NAME[$i]}=${relay_a[$i]},${relay_b[$i]}")
 done
-mkdir -p "$work/relay" "$work/clock" "$work/rootproc"
+mkdir -p "$work/relay" "$work/clock" "$work/rootproc" "$work/unhealthy"
 python3 "$here/../lib/tap_relay.py" --control "$work/relay" --ready "$work/relay.ready" \
   --stats "$work/relay.stats" --parent $$ "${links[@]}" 2>"$work/relay.err" &
 relay_pid=$!
@@ -237,9 +246,12 @@ child=$(env LD_PRELOAD="$shim" TRL_CLOCK_SHIFT_FILE="$work/clock/probe" sh -c 'd
 for k in coord m1 m2 m3; do echo 0 >"$work/clock/$k"; done
 
 flags=(--num_processes 6 --main_process_ip "${TESTHOST_ADDR[1]}"
-       --main_process_port $port --use_cpu --max_restarts 50 --stop_grace $stop_grace
+       --main_process_port $port --use_cpu --stop_grace $stop_grace
        --heartbeat_interval 0.3 --rejoin_timeout 30 --reconnect_timeout 30
        --restart_backoff_max 1 --log_dir "$work/logfs"
+       # The unhealthy fault: a host is unhealthy while its file exists.
+       --health_check "test ! -e $work/unhealthy/\$(hostname)" --health_check_interval 0.5
+       --health_check_timeout 5
        # No disk check: the log file system is 256 KiB, which the job's own
        # logs fill for good (a worker_flood), and every machine would then be
        # unhealthy and the job wait for an operator (as it should: the check
@@ -650,6 +662,11 @@ inject() {  # [KIND]
       fault clock_shift "$(host_of $who)" "the wall clock of ${cur_name[$who]} (and its successors) ${f} s for $d s"
       echo "$f" >"$work/clock/$clock.tmp"; mv "$work/clock/$clock.tmp" "$work/clock/$clock"
       background clock_back_after "$d" "$clock" "$f" ;;
+    unhealthy)
+      agent_host; i=$AH; rand 50; d=$(( R / 10 + 1 )).$(( R % 10 ))
+      fault unhealthy "${TESTHOST_NAME[$i]}" "its health check fails for $d s (cordoned), then passes"
+      touch "$work/unhealthy/${TESTHOST_NAME[$i]}"
+      background sh -c 'sleep "$1"; rm -f "$2"' - "$d" "$work/unhealthy/${TESTHOST_NAME[$i]}" ;;
     worker_crash)
       rand 6
       fault worker_crash "rank $R" "the next worker of rank $R exits 1"
@@ -722,20 +739,24 @@ run_job() {
   : >"$job/records"; : >"$job/daemons"; : >"$job/gone"
   cur_name=() cur_pid=() instances=() mhost=([1]=2 [2]=3)
   rm -rf "${work:?}/logfs/"*
-  # The job's shape, by its number (so that every run of three jobs or more
-  # has each): fixed size, with a spare on node04, elastic (2:3); and every
-  # other job mixed leases: one machine's agent 4 s, the others 1.5 s (the
-  # handover must wait for the lost machine's own lease).
-  local shape sizes=6 mixed=""
-  case $(( (jobno - 1) % 3 )) in
-    0) shape=fixed nagents=2 jflags=(--num_machines 3 "${flags[@]}") ;;
-    1) shape=spare nagents=3 jflags=(--num_machines 3 "${flags[@]}"); mhost[3]=4 ;;
-    2) shape=elastic nagents=2 jflags=(--num_machines 2:3 "${flags[@]}"); sizes=4,6 ;;
+  # The job's shape, by its number (so that every run of four jobs or more
+  # has each): fixed size, with a spare on node04, elastic (2:3), each with
+  # 50 restarts; and the default restart budget, 0, with a spare, whose only
+  # fault comes in its last second (a job whose every rank exited 0 must
+  # succeed, and a spare take a lost machine's place without a restart).
+  # Every other job has mixed leases: one machine's agent 4 s, the others
+  # 1.5 s (the handover must wait for the lost machine's own lease).
+  local shape sizes=6 mixed="" restarts=(--max_restarts 50)
+  case $(( (jobno - 1) % 4 )) in
+    0) shape=fixed nagents=2 jflags=(--num_machines 3 "${flags[@]}" "${restarts[@]}") ;;
+    1) shape=spare nagents=3 jflags=(--num_machines 3 "${flags[@]}" "${restarts[@]}"); mhost[3]=4 ;;
+    2) shape=elastic nagents=2 jflags=(--num_machines 2:3 "${flags[@]}" "${restarts[@]}"); sizes=4,6 ;;
+    3) shape=budget0 nagents=3 jflags=(--num_machines 3 "${flags[@]}" --max_restarts 0); mhost[3]=4 ;;
   esac
   lease=([c]=1.5 [1]=1.5 [2]=1.5 [3]=1.5)
   if [ $(( jobno % 2 )) = 0 ]; then rand 2; lease[$(( R + 1 ))]=4; mixed=", mixed leases"; fi
   local start=$EPOCHREALTIME startS=${EPOCHREALTIME%.*}
-  echo "== job $jobno at +$(now) s: $shape$([ $shape = spare ] && echo " (trl-agent --spare on node04)")$([ $shape = elastic ] && echo " (--num_machines 2:3)")$mixed (--lease: coordinator ${lease[c]}, agent 1 ${lease[1]}, agent 2 ${lease[2]}$([ $nagents = 3 ] && echo ", spare ${lease[3]}"))"
+  echo "== job $jobno at +$(now) s: $shape$([ $nagents = 3 ] && echo " (trl-agent --spare on node04)")$([ $shape = elastic ] && echo " (--num_machines 2:3)")$([ $shape = budget0 ] && echo " (--max_restarts 0, a fault in the last second only)")$mixed (--lease: coordinator ${lease[c]}, agent 1 ${lease[1]}, agent 2 ${lease[2]}$([ $nagents = 3 ] && echo ", spare ${lease[3]}"))"
   echo "shape $shape sizes $sizes lease c ${lease[c]} 1 ${lease[1]} 2 ${lease[2]} 3 ${lease[3]}" >"$job/shape"
   start_host_inits
   watch_workers "$job" &
@@ -748,15 +769,18 @@ run_job() {
   start_coord
   gen0_up() { [ "$(grep -c '^start 0 ' "$job/records")" -ge 6 ]; }
   wait_for 30 gen0_up || echo "    generation 0 did not start within 30 s"
-  while [ "${EPOCHREALTIME%.*}" -lt $(( startS + window )) ] && ! ended "${cur_name[c]}"; do
+  while [ $shape != budget0 ] && [ "${EPOCHREALTIME%.*}" -lt $(( startS + window )) ] &&
+        ! ended "${cur_name[c]}"; do
     rand $(( gap * 10 )); sleep "$(( R / 10 )).$(( R % 10 ))5"
     ended "${cur_name[c]}" && break
     inject
   done
   wait_heals
-  # Every other job (drawn), one more fault in the last second: as soon as a
-  # worker of the final generation exits 0, the others about to.
+  # Every other job (drawn) and every budget0 job, one more fault in the
+  # last second: as soon as a worker of the final generation exits 0, the
+  # others about to.
   rand 2
+  [ $shape = budget0 ] && R=1
   if [ $R = 1 ] && [ ${#late_kinds[@]} -gt 0 ] && ! ended "${cur_name[c]}"; then
     local zeros; zeros=$(grep -c '^end .* 0$' "$job/records")
     more_zeros() { [ "$(grep -c '^end .* 0$' "$job/records")" -gt "$zeros" ] || ended "${cur_name[c]}"; }
