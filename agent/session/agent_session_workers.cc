@@ -16,7 +16,6 @@
 #include "agent/core/log_dir_choice.h"
 #include "agent/session/agent_session.h"
 #include "agent/workers/stack_capture.h"
-#include "agent/workers/worker_user.h"
 #include "common/logging.h"
 #include "common/network.h"
 #include "common/private_files.h"
