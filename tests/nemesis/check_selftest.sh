@@ -379,6 +379,24 @@ sed -i 's/"rank": 4, \(.*\)"succeeded", "exit_code": 0/"rank": 4, \1"lost", "exi
   "$work/ps_killed_shown_lost/ps/1004.0.json"
 expect ps_killed_shown_lost pass
 
+# I5: a job whose every rank exited 0 failed because machine 2's agent came
+# back without its workers' outcome: excused only when the nemesis killed
+# that host's agent after its workers had ended (frozen while they exited,
+# their exit statuses went to no one), not otherwise.
+outcome_died() {
+  local d=$1; good "$d"
+  sed -i 's/^exit coord1 10 0 /exit coord1 10 1 /; s/^exit agent2.1 11 0 /exit agent2.1 11 1 /; s/^exit agent3.2 13 0 /exit agent3.2 13 1 /' "$d/daemons"
+  echo "10:00:00.000 E [coord] job trl-1 failed: the agent of machine 2 (host node03) lost its connection and came back without the outcome of every worker" >"$d/coord1.err"
+}
+outcome_died "$work/outcome_died"
+echo "killed agent3.2 13 1009.50" >>"$work/outcome_died/daemons"
+expect outcome_died pass
+outcome_died "$work/outcome_not_lost"
+expect outcome_not_lost I5
+outcome_died "$work/outcome_killed_before_the_ends"
+echo "killed agent3.2 13 1009.12" >>"$work/outcome_killed_before_the_ends/daemons"
+expect outcome_killed_before_the_ends I5
+
 # A process its agent started and stopped at once, before the worker script
 # wrote its start record (seed 3): shown stopped by SIGTERM, it passes;
 # shown as having exited 0 on its own, it cannot have.
