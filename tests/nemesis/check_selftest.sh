@@ -357,6 +357,12 @@ ps_answer() {  # FILE GENERATION STATE EXIT_CODE: every rank alike
   } >"$file"
 }
 with_ps "$work/ps_good"; expect ps_good pass
+# ... the poller ran, but no answer came while workers ran,
+with_ps "$work/ps_none"; rm -f "$work/ps_none/ps/"*.json
+expect ps_none I6
+# ... the workers did not say their pids in their hosts,
+with_ps "$work/ps_no_host_pids"; sed -i 's/^\(start .* job1\) [0-9]*$/\1/' "$work/ps_no_host_pids/records"
+expect ps_no_host_pids I6
 # ... a rank shown on a host it did not run on (a handover's spare),
 with_ps "$work/ps_wrong_host"
 sed -i 's/"hostname": "node03"}/"hostname": "node04"}/' "$work/ps_wrong_host/ps/1009.9.json"
@@ -393,6 +399,9 @@ echo "killed agent3.2 13 1009.50" >>"$work/outcome_died/daemons"
 expect outcome_died pass
 outcome_died "$work/outcome_not_lost"
 expect outcome_not_lost I5
+outcome_died "$work/outcome_stray_killed"
+echo "killed agent3.2 13 1009.50 stray" >>"$work/outcome_stray_killed/daemons"
+expect outcome_stray_killed I5
 outcome_died "$work/outcome_killed_before_the_ends"
 echo "killed agent3.2 13 1009.12" >>"$work/outcome_killed_before_the_ends/daemons"
 expect outcome_killed_before_the_ends I5

@@ -276,6 +276,13 @@ now() { printf '%.1f' "$(echo "$EPOCHREALTIME - $t0" | bc)"; }
 # another host are not ended for it. Its pid 1 (tests/nemesis/host_init.py)
 # reaps orphans; $work/rootproc in each host is the machine's /proc, through
 # which in_host.sh and the workers learn the pids the nemesis sees.
+# The hosts still share the machine's cgroup tree, unlike real machines,
+# and their daemons now have the same small pids (the first is 3 on every
+# host): agents name their workers' cgroups trl-agent-PID-genG, and one
+# sweeps those whose owner pid is gone in its own PID namespace. That is
+# inert here only because `ip netns exec` mounts a /sys of its own without
+# /sys/fs/cgroup (the agents find no cgroup2 and use none); a nemesis that
+# mounts cgroup2 in the hosts must give each host a cgroup of its own.
 declare -A host_init=() host_init_parent=()
 start_host_inits() {
   local i
@@ -303,7 +310,7 @@ host_pids() {
 # shifted by the file clock/CLOCK; records "daemon" and, once it ended,
 # "exit" lines in $job/daemons. Sets DPID, the pid outside the host.
 start_daemon() {
-  local name=$1 role=$2 i=$3 clock=$4 m=$5; shift 5
+  local name=$1 role=$2 i=$3 clock=$4 m=$5 started=$EPOCHREALTIME; shift 5
   (
     # env sets the shim last: the shim takes it out of the environment of
     # the process it is loaded in.
@@ -317,7 +324,7 @@ start_daemon() {
   ) 2>/dev/null &
   wait_for 5 test -s "$job/$name.pid" || die "$name did not start on ${TESTHOST_NAME[$i]}"
   DPID=$(<"$job/$name.pid")
-  echo "daemon $name $role ${TESTHOST_NAME[$i]} $DPID $EPOCHREALTIME $m" >>"$job/daemons"
+  echo "daemon $name $role ${TESTHOST_NAME[$i]} $DPID $started $m" >>"$job/daemons"
   is_daemon() { grep -q '^trl-' "/proc/$DPID/comm" 2>/dev/null || ended "$name"; }
   wait_for 5 is_daemon || echo "    $name (pid $DPID) is not a trl daemon after 5 s"
   daemon_pids+=("$DPID")
@@ -397,11 +404,13 @@ watch_workers() {
 # What the coordinator says while the job runs: its ps --json about every
 # second, as $job/ps/TIME.json (TIME: when it was asked). I6 compares each
 # with the workers' own records. An answer that does not come (the
-# coordinator killed, frozen or cut off) is skipped.
+# coordinator killed, frozen or cut off) is skipped. Stopped (ps.stop, and
+# waited for) before the hosts are searched for leftovers: a ps under way
+# runs on node01.
 poll_ps() {
   local d=$1 t
   mkdir -p "$d/ps"
-  while [ ! -e "$d/watch.stop" ]; do
+  while [ ! -e "$d/ps.stop" ]; do
     t=$EPOCHREALTIME
     if ip netns exec "${TESTHOST_PREFIX}1" timeout 3 "$build/coordinator/trl-coord" ps --json \
          --address "${TESTHOST_ADDR[1]}:$port" --timeout 2 >"$d/ps/next" 2>/dev/null; then
@@ -692,7 +701,7 @@ kill_strays() {
     grep -q "registered with job" "$job/$n.err" && continue
     pid=$(<"$job/$n.pid")
     echo "    $n (pid $pid) never registered before the job ended: killed"
-    kill -9 "$pid"; echo "killed $n $pid $EPOCHREALTIME" >>"$job/daemons"
+    kill -9 "$pid"; echo "killed $n $pid $EPOCHREALTIME stray" >>"$job/daemons"
   done
 }
 all_daemons_ended() {
@@ -809,6 +818,7 @@ run_job() {
     sleep 0.2
   done
   local end=$EPOCHREALTIME
+  touch "$job/ps.stop"; wait "$poller"; poller=""
   record_leftovers
   # The job's history as the coordinator kept it (I6 compares it with the
   # workers' records), then off the small state disk: each job's events
@@ -816,7 +826,7 @@ run_job() {
   local ev="$work/statefs/job$jobno.state"
   timeout 10 "$build/coordinator/trl-coord" events --state_file "$ev" --json >"$job/events.json" 2>"$job/events.err"
   [ -e "$ev.events" ] && mv "$ev.events" "$job/state.events"
-  touch "$job/watch.stop"; wait "$watcher"; watcher=""; wait "$poller"; poller=""
+  touch "$job/watch.stop"; wait "$watcher"; watcher=""
   echo "job $start $end $job_limit 6 $sizes" >"$job/job"
   echo "    job exit $(exit_code "${cur_name[c]}"), $(grep -c '^start ' "$job/records") worker starts, $(awk '$1 == "start" {print $2}' "$job/records" | sort -un | wc -l) generation(s), $(printf '%.1f' "$(echo "$end - $start" | bc)") s"
   python3 "$here/check.py" "$job" | tee "$job/check"
