@@ -52,4 +52,10 @@ int CandidatePort(PortRange ports, unsigned seed, int i) {
          static_cast<int>((seed % size + static_cast<unsigned>(i)) % size);
 }
 
+bool IsAnotherLaunchersDefault(int port) {
+  // 29400 and 29500, and the ports next to them that their users take for
+  // a second job (+1, +100 and the like).
+  return port >= 29400 && port <= 29600;
+}
+
 }  // namespace trl

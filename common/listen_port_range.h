@@ -27,9 +27,9 @@ struct PortRange {
 std::optional<PortRange> ParsePortRange(std::string_view text);
 
 // The ports to pick a listener's from: the kListenSpan below the ephemeral
-// range, above the privileged ones (1024 and under). nullopt when fewer
-// than kMinListenSpan are there (an ephemeral range that starts low): the
-// caller falls back to bind(0).
+// range, from 1025 up (1024 and below are privileged, and the reserved
+// ones). nullopt when fewer than kMinListenSpan are there (an ephemeral
+// range that starts low): the caller falls back to bind(0).
 inline constexpr int kListenSpan = 8192;
 inline constexpr int kMinListenSpan = 256;
 std::optional<PortRange> ListenPortsBelow(PortRange ephemeral);
@@ -37,6 +37,12 @@ std::optional<PortRange> ListenPortsBelow(PortRange ephemeral);
 // The i-th candidate of `ports` for a pick that starts at `seed` (any
 // value): every port of the range once in `ports.size()` calls.
 int CandidatePort(PortRange ports, unsigned seed, int i);
+
+// Ports that other launchers listen on by default, which a pick skips: a
+// generation may hold its MASTER_PORT for days, and torchrun's c10d
+// rendezvous (29400) or Accelerate's and torch.distributed's MASTER_PORT
+// (29500) started on the machine meanwhile would find theirs taken.
+bool IsAnotherLaunchersDefault(int port);
 
 }  // namespace trl
 

@@ -165,10 +165,14 @@ absl::StatusOr<int> PickFreePort(const std::string& address) {
   const auto ports = ephemeral ? ListenPortsBelow(*ephemeral) : std::nullopt;
   int port = -1;
   if (ports) {
-    constexpr int kTries = 64;
+    constexpr int kBinds = 64;  // ports tried, skipped ones not counted
     const unsigned seed = std::random_device{}();
-    for (int i = 0; i < kTries && port < 0; ++i) {
-      port = BindOnce(ai, CandidatePort(*ports, seed, i));
+    for (int i = 0, binds = 0; i < ports->size() && binds < kBinds && port < 0;
+         ++i) {
+      const int candidate = CandidatePort(*ports, seed, i);
+      if (IsAnotherLaunchersDefault(candidate)) continue;
+      ++binds;
+      port = BindOnce(ai, candidate);
     }
   }
   if (port < 0) port = BindOnce(ai, 0);

@@ -44,7 +44,10 @@ token_before=$(token_state)
 
 echo "== tests"
 junit="$scratch/ctest.xml"
+# A failed test's output over ctest's limit loses its start, not its end
+# (the verdict shows each failure's last lines).
 (cd build && ctest --output-on-failure -j2 --timeout 300 --output-junit "$junit" \
+  --test-output-truncation head \
   ${TRL_CTEST_ARGS:-})
 ctest_rc=$?
 ci_flag=()

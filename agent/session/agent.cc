@@ -221,7 +221,10 @@ int Agent::Run() {
         "error or heartbeat files unless --log_dir is set",
         scratch_template, std::strerror(errno));
   }
-  std::mt19937 random(getpid());
+  // Not seeded by the pid: agents in containers or PID namespaces of their
+  // own all have the same small pids, and would all retry at the same
+  // moments after a coordinator's restart.
+  std::mt19937 random(std::random_device{}());
   auto jittered_pause = [&random] {
     const int pause_ms = std::uniform_int_distribution<int>(50, 500)(random);
     std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));

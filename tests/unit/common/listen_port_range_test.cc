@@ -53,6 +53,14 @@ TEST(ListenPortRangeTest, CandidatesVisitEveryPortOnceFromAnySeed) {
   }
 }
 
+TEST(ListenPortRangeTest, OtherLaunchersDefaultPortsAreLeftToThem) {
+  EXPECT_TRUE(IsAnotherLaunchersDefault(29400));  // torchrun's c10d
+  EXPECT_TRUE(IsAnotherLaunchersDefault(29500));  // MASTER_PORT's default
+  EXPECT_TRUE(IsAnotherLaunchersDefault(29501));
+  EXPECT_FALSE(IsAnotherLaunchersDefault(29399));
+  EXPECT_FALSE(IsAnotherLaunchersDefault(29601));
+}
+
 // The real pick: a port that binds, below this machine's ephemeral range,
 // so that no outgoing connection can have taken it when rank 0's store
 // binds it (CI saw MASTER_PORT taken: EADDRINUSE).
@@ -62,11 +70,14 @@ TEST(ListenPortRangeTest, AFreePortIsBelowThisMachinesEphemeralRange) {
   ASSERT_TRUE(ephemeral.has_value());
   ASSERT_TRUE(ListenPortsBelow(*ephemeral).has_value())
       << "this machine's ephemeral range starts at " << ephemeral->first;
-  for (int i = 0; i < 20; ++i) {
+  // 400 picks: a walk that starts just below 29400 must pass the skipped
+  // ports without giving up (1 pick in 40 started there).
+  for (int i = 0; i < 400; ++i) {
     const auto port = PickFreePort("127.0.0.1");
     ASSERT_TRUE(port.ok()) << port.status();
     EXPECT_LT(*port, ephemeral->first);
     EXPECT_GT(*port, 1024);
+    EXPECT_FALSE(IsAnotherLaunchersDefault(*port)) << *port;
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in at = {};
     at.sin_family = AF_INET;
