@@ -92,6 +92,13 @@ Invariants:
       generation before the old one has ended leaves the agents to SIGKILL
       the stopping workers before they start the new ones: this catches it
       where I1 cannot (no overlap is left to see)
+  I8  a cordoned host gets no ranks: no worker of a generation that a
+      coordinator started (its log's "generation N: world size" line) after
+      it said "host H is cordoned" and before "host H passes its health
+      checks again" (or uncordoned) runs on H. Read in each coordinator's
+      log's order, not by its times (clock_shift moves them); a coordinator
+      started again begins with no host cordoned (it may have restored one:
+      then a start there is not judged)
 """
 import json
 import os
@@ -248,6 +255,36 @@ def outcome_died_with_agent(d, coords, daemons, killed_at, final_starts, ends):
                 return "%s killed at %.3f, after its workers ended" % (a["name"],
                                                                        killed_at[a["name"]])
     return ""
+
+
+def cordoned_generations(d, daemons):
+    """(coordinator, generation, host) for each generation a coordinator
+    started while it held host cordoned, from its log in order."""
+    out = []
+    cordon = re.compile(r"\[coord\] host (\S+) is cordoned")
+    freed = re.compile(r"\[coord\] host (\S+) (passes its health checks again|is uncordoned)")
+    started = re.compile(r"\[coord\] generation (\d+): world size")
+    for dm in daemons:
+        if dm["role"] != "coord":
+            continue
+        held = set()
+        try:
+            with open(os.path.join(d, dm["name"] + ".err"), errors="replace") as f:
+                for line in f:
+                    m = cordon.search(line)
+                    if m:
+                        held.add(m.group(1))
+                        continue
+                    m = freed.search(line)
+                    if m:
+                        held.discard(m.group(1))
+                        continue
+                    m = started.search(line)
+                    if m:
+                        out += [(dm["name"], int(m.group(1)), h) for h in sorted(held)]
+        except OSError:
+            pass
+    return out
 
 
 def check_job(d):
@@ -547,6 +584,13 @@ def check_job(d):
                 (st["gen"], st["rank"], s["pid"], s["host"], st["t"], st["secs"], first_gone,
                  ", ".join(sorted(names)) or "none"))
 
+    # I8: a cordoned host gets no ranks.
+    for name, g, host in cordoned_generations(d, daemons):
+        for s in gens.get(g, []):
+            if s["host"] == host:
+                bad("I8", "%s started generation %d while host %s was cordoned, but its rank %d "
+                    "ran there (pid %d at %.3f)" % (name, g, host, s["rank"], s["pid"], s["t"]))
+
     summary = dict(gens=len(gens), final=final, final_ok=final_ok, starts=len(starts),
                    rc=[exits.get(dm["name"], {}).get("rc") for dm in coords])
     return violations, summary
@@ -565,7 +609,7 @@ def main(argv):
         violations, s = r
         verdict = "FAIL" if violations else "PASS"
         print("%s: %s: %d worker starts in %d generation(s), final generation %s %s, job exit "
-              "%s; I1-I7 checked" % (verdict, d, s["starts"], s["gens"], s["final"],
+              "%s; I1-I8 checked" % (verdict, d, s["starts"], s["gens"], s["final"],
                                      "all ranks exited 0" if s["final_ok"] else "did not all exit 0",
                                      s["rc"]))
         for inv, msg in violations:

@@ -406,6 +406,25 @@ outcome_died "$work/outcome_killed_before_the_ends"
 echo "killed agent3.2 13 1009.12" >>"$work/outcome_killed_before_the_ends/daemons"
 expect outcome_killed_before_the_ends I5
 
+# I8: generation 1 started while node03 was cordoned, yet ran ranks there;
+# started after node03 passed its checks again, it may; a coordinator
+# started again knows of no cordon.
+cordon_log() {  # DIR LINE...: coord1.err, one line each
+  local d=$1; shift; good "$d"; : >"$d/coord1.err"
+  for l in "$@"; do echo "10:00:00.000 I [coord] $l" >>"$d/coord1.err"; done
+}
+cordon_log "$work/cordoned_ran" "generation 0: world size 6" \
+  "host node03 is cordoned (health check failed: --health_check exited 1): it gets no ranks" \
+  "generation 1: world size 6"
+expect cordoned_ran I8
+cordon_log "$work/cordon_ended" "generation 0: world size 6" \
+  "host node03 is cordoned (health check failed: --health_check exited 1): it gets no ranks" \
+  "host node03 passes its health checks again: it may be given ranks" "generation 1: world size 6"
+expect cordon_ended pass
+cordon_log "$work/uncordoned" "host node03 is cordoned (failed 3 times)" \
+  "host node03 is uncordoned: it may be given ranks again" "generation 1: world size 6"
+expect uncordoned pass
+
 # A process its agent started and stopped at once, before the worker script
 # wrote its start record (seed 3): shown stopped by SIGTERM, it passes;
 # shown as having exited 0 on its own, it cannot have.

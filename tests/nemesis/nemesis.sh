@@ -85,7 +85,7 @@
 # Workers (tests/nemesis/worker.sh) write start/end records and, told to
 # stop, save a checkpoint for 0.3-1.0 s first (a stop record); a watcher
 # notes when each worker pid was last seen alive; after each job nemesis.sh
-# records what is left on the hosts, and check.py checks invariants I1-I7
+# records what is left on the hosts, and check.py checks invariants I1-I8
 # (see there). Freezes, partitions, relay faults, full disks and shifted
 # clocks heal in the background, so faults overlap. Every other job (drawn)
 # gets one more fault in its last second, when a worker of its final
@@ -857,7 +857,8 @@ echo "  I3 nothing left (processes, worker pids, port $port), I4 generations onl
 echo "  a generation the coordinator could not keep does not start, I5 exit code matches the workers"
 echo "  (or the coordinator's stated full disk), I6 job and daemons ended within $job_limit s"
 echo "  and the events' world sizes are the workers',"
-echo "  I7 a worker told to stop is not killed before it saved its checkpoint"
+echo "  I7 a worker told to stop is not killed before it saved its checkpoint,"
+echo "  I8 a cordoned host gets no ranks"
 if [ $failed = 0 ]; then
   verdict=PASS
   echo "PASS"
