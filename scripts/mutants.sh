@@ -59,7 +59,7 @@ mutants=(
   "heartbeat-timeout-ignored~cxx~coordinator/job/state_machine.cc~s/if (timeout.count() > 0 && phase_ != JobPhase::kWaitingForAgents)/if (false \&\& timeout.count() > 0)/~JobRestartTest.SilentAgentIsLostAndTheJobWaitsForItToRejoin~"
   "ack-interval-off-by-one~cxx~coordinator/owner/heartbeat_sessions.cc~s/now - beating.last_ack >= beating.ack_every/now - beating.last_ack > beating.ack_every/~HeartbeatAckTest.AHeartbeatJustShortOfTheIntervalIsNotAcked~"
   "restart-before-old-generation-ended~cxx~coordinator/job/state_machine_endings.cc~s/  if (ranks_.live() > 0) return;/  if (ranks_.live() > 0 \&\& phase_ == JobPhase::kRunning) return;/~RestartTest.KilledWorkerRestartsTheJobWhichThenSucceeds~"
-  "replacement-before-old-lease-nemesis~nemesis~coordinator/job/membership.cc~s/  return now >= machines_.ReplacementsAllowedAt();/  return true;/~--seed 1 --seconds 30 --only cross_host_takeover::VIOLATION I1:~"
+  "replacement-before-old-lease-nemesis~nemesis~coordinator/job/membership.cc~s/  return now >= machines_.ReplacementsAllowedAt();/  return true;/~--seed 1 --seconds 25 --window 8 --shapes spare --lease 4 --only freeze_past_lease::VIOLATION I1:~"
   "restart-before-old-generation-ended-nemesis~nemesis~coordinator/job/state_machine_endings.cc~s/  if (ranks_.live() > 0) return;/  if (ranks_.live() > 0 \&\& phase_ == JobPhase::kRunning) return;/~--seed 1 --seconds 20 --window 4 --only worker_crash::VIOLATION I7:~"
   "freeport-reservation-removed~cxx~tests/integration/subprocess.cc~/^bool ReservePort(int port) {/a\\  if (port > 0) return true;~FreePortTest.APortIsReservedAndOutsideTheEphemeralRange~"
   "fuzz-crash~fuzz~~~scripts/fuzz.sh~"

@@ -98,7 +98,10 @@ Invariants:
       checks again" (or uncordoned) runs on H. Read in each coordinator's
       log's order, not by its times (clock_shift moves them); a coordinator
       started again begins with no host cordoned (it may have restored one:
-      then a start there is not judged)
+      then a start there is not judged). A job of fixed size with no spare
+      runs on a host that failures cordoned (--cordon_after) when it says
+      so ("generation N: machine M runs on cordoned host H"); a health
+      check's cordon makes it wait instead
 """
 import json
 import os
@@ -264,10 +267,13 @@ def cordoned_generations(d, daemons):
     cordon = re.compile(r"\[coord\] host (\S+) is cordoned")
     freed = re.compile(r"\[coord\] host (\S+) (passes its health checks again|is uncordoned)")
     started = re.compile(r"\[coord\] generation (\d+): world size")
+    # What it says when a job of fixed size has no spare for a host that
+    # failures (not its health check) cordoned: the machine runs there.
+    said = re.compile(r"\[coord\] generation (\d+): machine \d+ runs on cordoned host (\S+):")
     for dm in daemons:
         if dm["role"] != "coord":
             continue
-        held = set()
+        held, excused = set(), set()
         try:
             with open(os.path.join(d, dm["name"] + ".err"), errors="replace") as f:
                 for line in f:
@@ -279,11 +285,16 @@ def cordoned_generations(d, daemons):
                     if m:
                         held.discard(m.group(1))
                         continue
+                    m = said.search(line)
+                    if m:
+                        excused.add((int(m.group(1)), m.group(2)))
+                        continue
                     m = started.search(line)
                     if m:
                         out += [(dm["name"], int(m.group(1)), h) for h in sorted(held)]
         except OSError:
             pass
+        out = [c for c in out if c[0] != dm["name"] or (c[1], c[2]) not in excused]
     return out
 
 

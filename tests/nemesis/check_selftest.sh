@@ -421,6 +421,10 @@ cordon_log "$work/cordon_ended" "generation 0: world size 6" \
   "host node03 is cordoned (health check failed: --health_check exited 1): it gets no ranks" \
   "host node03 passes its health checks again: it may be given ranks" "generation 1: world size 6"
 expect cordon_ended pass
+cordon_log "$work/cordoned_said" "host node03 is cordoned (3 failures within 600 s, the last: ...)" \
+  "generation 1: world size 6" \
+  "generation 1: machine 2 runs on cordoned host node03: no spare took its place and the job cannot start without it"
+expect cordoned_said pass
 cordon_log "$work/uncordoned" "host node03 is cordoned (failed 3 times)" \
   "host node03 is uncordoned: it may be given ranks again" "generation 1: world size 6"
 expect uncordoned pass

@@ -92,12 +92,16 @@
 # generation has exited 0. The fault sequence depends only on the seed: a
 # failing run is repeated with the same --seed and --seconds.
 #
-# Usage: nemesis.sh BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S] [--only K,...]
+# Usage: nemesis.sh BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S] [--only K,...] [--shapes S,...] [--lease S]
 #   --seconds  run jobs for about this long (default 180)
 #   --window   inject faults during the first S seconds of each job (15)
 #   --gap      at most S seconds (a whole number) between two faults (3)
 #   --work     each generation's workers run S seconds, then exit 0 (8)
 #   --only     draw only these fault kinds (comma-separated)
+#   --shapes   jobs take turns in these shapes only (comma-separated, of
+#              fixed, spare, elastic, budget0; default all four)
+#   --lease    every agent's --lease, in every job (default 1.5 s, and 4 s
+#              for one machine's agent in every other job)
 # NEMESIS_KEEP=1 keeps the records of a run that passed too.
 # Exit: 0 all invariants held, 1 a violation (or the nemesis itself broke),
 # 77 skipped (no root/netns).
@@ -126,23 +130,30 @@
 #    host; across hosts a few ms apart, under the watcher's 0.1 s); I7 does.
 #  - CAUGHT since each test host has its own PID namespace (was NOT
 #    CAUGHT before): JobMembership::ReadyToStart ending in "return true;"
-#    (another host gets a lost machine's ranks at once), mutant
+#    (a spare gets a lost machine's ranks at once), mutant
 #    replacement-before-old-lease-nemesis:
-#      nemesis.sh BUILD --seed 1 --seconds 30 --only cross_host_takeover
-#    fails with
-#      VIOLATION I1: generation 0 rank 4 (pid 18520 on node03) alive at
-#      1796655651.637 (last seen alive by the watcher), after generation 1
-#      started at 1796655651.536
-#    While the hosts shared one PID namespace, the replacement agent's sweep
-#    of stale workers (agent/cleanup/stale_workers.cc: processes with the
-#    same TRL_LAUNCH_COORDINATOR and TRL_MACHINE_RANK), which on a real
-#    cluster sees only its own host, killed the frozen old agent's workers
-#    on the other test host before it took the ranks, and hid it.
+#      nemesis.sh BUILD --seed 1 --seconds 25 --window 8 --shapes spare
+#        --lease 4 --only freeze_past_lease
+#    fails 3 of 3 runs (the unchanged build passes 2 of 2), with
+#      VIOLATION I1: generation 0 rank 2 (pid 4664 on node02) alive at
+#      1796659213.265 (last seen alive by the watcher), after generation 1
+#      started at 1796659211.076
+#    (the frozen agent's guardian fences its workers 0.5 s after its 4 s
+#    lease; the mutant hands its ranks to the spare about 2 s before). With
+#    the default 1.5 s leases the overlap is within the other ranks'
+#    checkpoint time, and --only cross_host_takeover or --lease 1.5 caught
+#    it in 1 of 2 runs (CI missed it once). While the hosts shared one PID
+#    namespace, the replacement agent's sweep of stale workers
+#    (agent/cleanup/stale_workers.cc: processes with the same
+#    TRL_LAUNCH_COORDINATOR and TRL_MACHINE_RANK), which on a real cluster
+#    sees only its own host, killed the frozen old agent's workers on the
+#    other test host before it took the ranks, and hid it.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S] [--only K,...]}" && pwd)
+build=$(cd "${1:?usage: $0 BUILD_DIR [--seed N] [--seconds S] [--window S] [--gap S] [--work S] [--only K,...] [--shapes S,...] [--lease S]}" && pwd)
 shift
-seed=1 seconds=180 window=15 gap=3 worker_seconds=8 only=""
+seed=1 seconds=180 window=15 gap=3 worker_seconds=8 only="" shapes=fixed,spare,elastic,budget0
+agent_lease=""
 while [ $# -gt 0 ]; do
   case $1 in
     --seed) seed=$2; shift 2 ;;
@@ -151,6 +162,8 @@ while [ $# -gt 0 ]; do
     --gap) gap=$2; shift 2 ;;
     --work) worker_seconds=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --shapes) shapes=$2; shift 2 ;;
+    --lease) agent_lease=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -756,14 +769,21 @@ run_job() {
   # Every other job has mixed leases: one machine's agent 4 s, the others
   # 1.5 s (the handover must wait for the lost machine's own lease).
   local shape sizes=6 mixed="" restarts=(--max_restarts 50)
-  case $(( (jobno - 1) % 4 )) in
-    0) shape=fixed nagents=2 jflags=(--num_machines 3 "${flags[@]}" "${restarts[@]}") ;;
-    1) shape=spare nagents=3 jflags=(--num_machines 3 "${flags[@]}" "${restarts[@]}"); mhost[3]=4 ;;
-    2) shape=elastic nagents=2 jflags=(--num_machines 2:3 "${flags[@]}" "${restarts[@]}"); sizes=4,6 ;;
-    3) shape=budget0 nagents=3 jflags=(--num_machines 3 "${flags[@]}" --max_restarts 0); mhost[3]=4 ;;
+  local -a turns=(${shapes//,/ })
+  shape=${turns[$(( (jobno - 1) % ${#turns[@]} ))]}
+  case $shape in
+    fixed) nagents=2 jflags=(--num_machines 3 "${flags[@]}" "${restarts[@]}") ;;
+    spare) nagents=3 jflags=(--num_machines 3 "${flags[@]}" "${restarts[@]}"); mhost[3]=4 ;;
+    elastic) nagents=2 jflags=(--num_machines 2:3 "${flags[@]}" "${restarts[@]}"); sizes=4,6 ;;
+    budget0) nagents=3 jflags=(--num_machines 3 "${flags[@]}" --max_restarts 0); mhost[3]=4 ;;
+    *) die "unknown job shape: $shape (--shapes takes fixed, spare, elastic, budget0)" ;;
   esac
   lease=([c]=1.5 [1]=1.5 [2]=1.5 [3]=1.5)
-  if [ $(( jobno % 2 )) = 0 ]; then rand 2; lease[$(( R + 1 ))]=4; mixed=", mixed leases"; fi
+  if [ -n "$agent_lease" ]; then
+    lease=([c]=1.5 [1]=$agent_lease [2]=$agent_lease [3]=$agent_lease)
+  elif [ $(( jobno % 2 )) = 0 ]; then
+    rand 2; lease[$(( R + 1 ))]=4; mixed=", mixed leases"
+  fi
   local start=$EPOCHREALTIME startS=${EPOCHREALTIME%.*}
   echo "== job $jobno at +$(now) s: $shape$([ $nagents = 3 ] && echo " (trl-agent --spare on node04)")$([ $shape = elastic ] && echo " (--num_machines 2:3)")$([ $shape = budget0 ] && echo " (--max_restarts 0, a fault in the last second only)")$mixed (--lease: coordinator ${lease[c]}, agent 1 ${lease[1]}, agent 2 ${lease[2]}$([ $nagents = 3 ] && echo ", spare ${lease[3]}"))"
   echo "shape $shape sizes $sizes lease c ${lease[c]} 1 ${lease[1]} 2 ${lease[2]} 3 ${lease[3]}" >"$job/shape"
@@ -864,6 +884,6 @@ if [ $failed = 0 ]; then
   echo "PASS"
 else
   echo "FAIL (job $jobno): $first"
-  echo "reproduce: $0 $build --seed $seed --seconds $seconds --window $window --gap $gap --work $worker_seconds${only:+ --only $only}"
+  echo "reproduce: $0 $build --seed $seed --seconds $seconds --window $window --gap $gap --work $worker_seconds${only:+ --only $only} --shapes $shapes${agent_lease:+ --lease $agent_lease}"
 fi
 exit $failed
