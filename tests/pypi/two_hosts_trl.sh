@@ -114,17 +114,36 @@ done
 check_hosts_empty "accelerate launch"
 
 # With trl-launch: the coordinator on machine 0, an agent on machine 1.
-agent_rc=0
-if [ "$machines" = 2 ]; then
-  testhosts_exec 2 "$build/agent/trl-agent" --config_file "$work/config.yaml" \
-    --machine_rank 1 >"$work/agent.log" 2>&1 &
-  agent=$!
+run_trl_launch() {
+  agent_rc=0
+  rm -rf "$work/trl"
+  if [ "$machines" = 2 ]; then
+    testhosts_exec 2 "$build/agent/trl-agent" --config_file "$work/config.yaml" \
+      --machine_rank 1 >"$work/agent.log" 2>&1 &
+    agent=$!
+  fi
+  testhosts_exec 1 timeout -k 10 600 "$build/coordinator/trl-coord" start --config_file "$work/config.yaml" \
+    "${job[@]}" "$work/trl" "${job_args[@]}" >"$work/coord.log" 2>&1
+  coord_rc=$?
+  [ "$machines" = 2 ] && { wait $agent; agent_rc=$?; }
+  echo "== trl-launch: trl-coord exit $coord_rc, trl-agent exit $agent_rc"
+}
+run_trl_launch
+# Once (CI, ZeRO-3 on CPU): the training ended on every rank, then one
+# rank's Python aborted on its way out ("terminate called without an active
+# exception": a thread of the worker's stack still joinable at exit), and
+# trl-launch rightly failed the job. That is the worker stack's race, not
+# the launcher's: the trl-launch side runs once more, and says so. Any
+# other failure, or the same twice, fails the test.
+if [ $coord_rc != 0 ] && grep -q "'train_runtime'" "$work/coord.log" &&
+   grep -q "killed by signal 6 (SIGABRT)" "$work/coord.log" &&
+   grep -q "terminate called without an active exception" "$work/coord.log"; then
+  echo "NOTE: a worker aborted at its exit after the training ended (the worker stack's teardown race): trl-launch's run once more"
+  grep -m3 "SIGABRT\|terminate called" "$work/coord.log"
+  cp "$work/coord.log" "$work/coord.first.log"
+  check_hosts_empty "trl-launch (the aborted run)"
+  run_trl_launch
 fi
-testhosts_exec 1 timeout -k 10 600 "$build/coordinator/trl-coord" start --config_file "$work/config.yaml" \
-  "${job[@]}" "$work/trl" "${job_args[@]}" >"$work/coord.log" 2>&1
-coord_rc=$?
-[ "$machines" = 2 ] && { wait $agent; agent_rc=$?; }
-echo "== trl-launch: trl-coord exit $coord_rc, trl-agent exit $agent_rc"
 if [ $coord_rc != 0 ] || [ $agent_rc != 0 ]; then
   echo "FAIL: trl-launch"; tail -n 40 "$work/coord.log"
   [ "$machines" = 2 ] && tail -n 40 "$work/agent.log"
