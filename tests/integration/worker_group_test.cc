@@ -415,6 +415,25 @@ TEST_F(WorkerGroupTest, AHangWithoutAStopIsKilledAfterTheWait) {
       << events[1].outcome.reason;
 }
 
+// Waits until process `pid` sleeps (state S in /proc/PID/stat), at most
+// `limit`: a worker just started may still be running on its way into its
+// sleep (CI once captured "state R (running)" there).
+bool WaitUntilAsleep(int pid, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t name_end = line.rfind(')');
+    if (name_end != std::string::npos && name_end + 2 < line.size() &&
+        line[name_end + 2] == 'S') {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 // The first half of a failure's stop: where each worker stands is kept,
 // no signal is sent, and the group says when it is done. The stop that
 // follows signals at once (nothing left to read), and the exit carries
@@ -429,7 +448,10 @@ TEST_F(WorkerGroupTest, ACaptureBeforeTheStopReadsWithoutASignal) {
   launch.stacks_path = (dir / "rank0.stacks.txt").string();
   WorkerGroup group(0, &console_, recorder_.Events(), seconds(5));
   group.Start({launch});
-  recorder_.Seen(1);
+  const auto started = recorder_.Seen(1);
+  ASSERT_EQ(started.size(), 1u);
+  ASSERT_EQ(started[0].started.size(), 1u);
+  ASSERT_TRUE(WaitUntilAsleep(started[0].started[0].pid, seconds(5)));
   std::mutex mutex;
   std::condition_variable said;
   bool captured = false;
