@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -17,16 +18,26 @@
 #include <string>
 #include <vector>
 
+#include "agent/cleanup/exit_ledger.h"
 #include "agent/cleanup/fence_page.h"
 #include "agent/procfs/process_facts.h"
 #include "agent/workers/worker_cgroup.h"
 #include "common/daemon_process.h"
+#include "common/host_identity.h"
 
 namespace trl {
 namespace {
 
 std::atomic<pid_t> guardian_pid{0};
 std::atomic<FencePage*> fence_page{nullptr};
+
+constexpr std::chrono::milliseconds kExitsEvery{100};
+
+// Where the workers' exits are kept (exit_ledger.h), found before the fork.
+struct LedgerPlace {
+  std::string root;
+  std::string host_id;
+};
 
 using Noted = std::map<pid_t, unsigned long long>;  // pid -> start time
 
@@ -116,7 +127,8 @@ void SetFenceTimer(int timer, std::optional<int64_t> deadline_ns) {
 
 [[noreturn]] void GuardianMain(pid_t daemon, int death_fd,
                                std::chrono::milliseconds interval,
-                               const FencePage* fence) {
+                               const FencePage* fence,
+                               const LedgerPlace& ledger) {
   prctl(PR_SET_NAME, "trl-guardian");
   // Its own process group: a signal to the daemon's group (a terminal's
   // ^C) is the daemon's to handle, and the guardian must outlive it.
@@ -139,6 +151,13 @@ void SetFenceTimer(int timer, std::optional<int64_t> deadline_ns) {
   const int timer = timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC);
   const pid_t self = getpid();
   Noted noted;
+  // The workers' ends the daemon has not reaped (it is frozen) are kept
+  // before a SIGKILL of the daemon takes them (exit_ledger.h): looked for
+  // more often than the whole tree is noted, since a frozen agent may be
+  // killed soon after they end.
+  LedgerWatch ends(ledger.root, ledger.host_id);
+  const auto exits_every = std::min(interval, kExitsEvery);
+  auto next_scan = std::chrono::steady_clock::now();
   std::optional<int64_t> timer_set;  // the deadline the timer is set to
   int64_t fenced = 0;                // the last deadline acted on
   while (true) {
@@ -151,7 +170,7 @@ void SetFenceTimer(int timer, std::optional<int64_t> deadline_ns) {
     }
     pollfd watch[2] = {{death_fd, POLLIN, 0}, {timer, POLLIN, 0}};
     const int ready =
-        poll(watch, timer >= 0 ? 2 : 1, static_cast<int>(interval.count()));
+        poll(watch, timer >= 0 ? 2 : 1, static_cast<int>(exits_every.count()));
     // Nothing is ever written: readable means the daemon's end closed.
     if ((ready > 0 && watch[0].revents != 0) || (ready < 0 && errno != EINTR)) {
       break;
@@ -179,7 +198,11 @@ void SetFenceTimer(int timer, std::optional<int64_t> deadline_ns) {
       }
       continue;
     }
-    noted = DescendantsOf(daemon, self);
+    ends.KeepEndsOfZombiesOf(daemon);
+    if (std::chrono::steady_clock::now() >= next_scan) {
+      noted = DescendantsOf(daemon, self);
+      next_scan = std::chrono::steady_clock::now() + interval;
+    }
   }
   const int cgroups = RemoveStaleWorkerCgroups();
   const int killed = KillNoted(std::move(noted), daemon, self);
@@ -198,6 +221,7 @@ bool StartJobGuardian(std::chrono::milliseconds interval) {
   int death_pipe[2];
   if (pipe2(death_pipe, O_CLOEXEC) != 0) return false;
   FencePage* fence = FencePage::Create();
+  const LedgerPlace ledger{DefaultLedgerRoot(), LocalHostId()};
   const pid_t daemon = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -207,7 +231,7 @@ bool StartJobGuardian(std::chrono::milliseconds interval) {
   }
   if (pid == 0) {
     close(death_pipe[1]);
-    GuardianMain(daemon, death_pipe[0], interval, fence);
+    GuardianMain(daemon, death_pipe[0], interval, fence, ledger);
   }
   // The write end stays open for as long as this process lives (and only
   // here: close-on-exec keeps it from the workers).

@@ -77,8 +77,12 @@ pb::AgentMessage AgentCore::StartSession(
   // The coordinator may never have heard of what the last generation's
   // workers did on their own before the last connection was lost.
   hello.mutable_registration()->clear_last_generation_exits();
+  hello.mutable_registration()->clear_report_job_id();
   for (const auto& [local, exited] : own_exits_) {
     *hello.mutable_registration()->add_last_generation_exits() = exited;
+  }
+  if (!own_exits_.empty()) {
+    hello.mutable_registration()->set_report_job_id(report_job_id_);
   }
   return hello;
 }
@@ -251,6 +255,7 @@ AgentEffects AgentCore::Assigned(const pb::Assignment& assignment, Time now) {
   }
   assigned_generation_ = generation;
   report_generation_ = generation;
+  report_job_id_ = assignment.job_id();
   own_exits_.clear();
   // Nothing of an older generation may survive.
   effects.end_workers = true;
@@ -420,6 +425,26 @@ AgentCore::Next AgentCore::AfterSession(const SessionEnd& end) {
   if (stop_signal_ != 0) return Next{false, StopExitCode()};
   handshake_proven_ = true;
   return Next{true, end.exit_code};
+}
+
+std::optional<pb::WorkerExited> AgentCore::OwnExit(int64_t generation,
+                                                   int local_rank) const {
+  if (generation != report_generation_) return std::nullopt;
+  const auto kept = own_exits_.find(local_rank);
+  if (kept == own_exits_.end()) return std::nullopt;
+  return kept->second;
+}
+
+void AgentCore::CarryEarlierExits(const std::string& job_id, int64_t generation,
+                                  std::vector<pb::WorkerExited> exits) {
+  if (had_session_ || exits.empty()) return;
+  report_job_id_ = job_id;
+  report_generation_ = generation;
+  own_exits_.clear();
+  for (auto& exited : exits) {
+    exited.set_generation(generation);
+    own_exits_[exited.local_rank()] = std::move(exited);
+  }
 }
 
 std::vector<pb::WorkerExited> AgentCore::OwnExitsOfLastGeneration() const {

@@ -31,6 +31,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "agent/core/agent_effects.h"
@@ -158,6 +159,15 @@ class AgentCore {
 
   // The last generation's own exits (what the next registration carries).
   std::vector<trl::launch::v1::WorkerExited> OwnExitsOfLastGeneration() const;
+  // The exit of `local_rank` in `generation` that the next registration
+  // would carry (what the agent keeps on disk for a later agent), if any.
+  std::optional<trl::launch::v1::WorkerExited> OwnExit(int64_t generation,
+                                                       int local_rank) const;
+  // Before the first session: what an earlier agent of this machine kept
+  // of generation `generation` of job `job_id` (agent/cleanup/exit_ledger.h),
+  // carried by the registration as a thawed agent carries its own.
+  void CarryEarlierExits(const std::string& job_id, int64_t generation,
+                         std::vector<trl::launch::v1::WorkerExited> exits);
   int64_t running_generation() const { return running_generation_; }
   // What the agent stands for now: a spare, or a machine. A spare takes a
   // machine's rank when the coordinator hands it over (RoleChange), and a
@@ -189,6 +199,7 @@ class AgentCore {
   bool handshake_proven_ = false;
   bool had_session_ = false;
   int64_t report_generation_ = -1;
+  std::string report_job_id_;  // the job of report_generation_
   std::map<int, trl::launch::v1::WorkerExited> own_exits_;
   bool spare_ = false;
   bool may_be_spare_ = false;  // started as one, or became one

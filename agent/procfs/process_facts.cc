@@ -34,7 +34,12 @@ bool ReadProcessLinks(pid_t pid, ProcessLinks* links) {
   }
   for (int field = 18; field <= 21 && rest; ++field) rest >> skipped;
   rest >> links->start_time;
-  return static_cast<bool>(rest);
+  if (!rest) return false;
+  // Fields 23 to 51, then 52: exit_code (Linux 3.5; 0 to another user).
+  for (int field = 23; field <= 51 && rest; ++field) rest >> skipped;
+  int status = -1;
+  links->wait_status = (rest >> status) ? status : -1;
+  return true;
 }
 
 bool IsRunning(pid_t pid) {

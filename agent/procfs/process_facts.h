@@ -22,6 +22,9 @@ struct ProcessLinks {
   // CPU time it used, and its reaped children did (utime, stime, cutime,
   // cstime), in clock ticks.
   unsigned long long cpu_ticks = 0;
+  // A zombie's exit status, as waitpid(2) would give it (field 52,
+  // exit_code: readable by its user); -1 when the kernel does not say.
+  int wait_status = -1;
 };
 
 // State, parent, process group and start time from /proc/PID/stat; false

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/cleanup/exit_ledger.h"
 #include "agent/cleanup/job_guardian.h"
 #include "agent/health/health_monitor.h"
 #include "agent/link/agent_channel.h"
@@ -235,6 +236,8 @@ int Agent::Run() {
   // Workers verify the coordinator's store with the identity's certificate
   // (public); the private key stays in this process.
   const std::string host_id = LocalHostId();
+  const std::string ledger_root = DefaultLedgerRoot();
+  CarryWhatAnEarlierAgentKept(ledger_root, target, host_id);
   std::string store_certificate;
   if (derived && !scratch_dir.empty()) {
     store_certificate = scratch_dir + "/coordinator.pem";
@@ -364,7 +367,41 @@ int Agent::Run() {
   }
   std::error_code ignored;
   if (!scratch_dir.empty()) fs::remove_all(scratch_dir, ignored);
+  // Its workers are gone and the coordinator heard what it will hear: what
+  // was kept for a later agent is of no use now.
+  const int machine_rank = core_.With(
+      [](AgentCore& core) { return core.spare() ? -1 : core.machine_rank(); });
+  ExitLedger(ledger_root, target, machine_rank, host_id).Clear();
   return exit_code;
+}
+
+void Agent::CarryWhatAnEarlierAgentKept(const std::string& ledger_root,
+                                        const std::string& target,
+                                        const std::string& host_id) {
+  if (PruneLedgers(ledger_root, std::chrono::hours(24 * 7)) > 0) {
+    Log()->debug("removed exit records that no agent wrote for 7 days");
+  }
+  if (options_.spare) return;
+  const int machine_rank = options_.config.machine_rank;
+  const LedgerReport report =
+      ExitLedger(ledger_root, target, machine_rank, host_id).Read();
+  if (report.exits.empty()) return;
+  std::vector<pb::WorkerExited> exits;
+  for (const auto& [local, exit] : report.exits) {
+    pb::WorkerExited exited;
+    exited.set_generation(report.generation);
+    exited.set_local_rank(local);
+    exited.set_exit_code(exit.exit_code);
+    exited.set_signal(exit.signal);
+    exits.push_back(std::move(exited));
+  }
+  Log()->info(
+      "an earlier agent of machine {} on this host left the exits of {} "
+      "worker(s) of generation {} of job {}: this agent reports them",
+      machine_rank, exits.size(), report.generation, report.job_id);
+  core_.With([&](AgentCore& core) {
+    core.CarryEarlierExits(report.job_id, report.generation, std::move(exits));
+  });
 }
 
 void Agent::RequestStop(const StopSignal& signal) {

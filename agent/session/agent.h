@@ -126,6 +126,13 @@ class Agent {
       const std::shared_ptr<grpc::ChannelCredentials>& credentials,
       std::chrono::milliseconds timeout, bool* refused);
   int StopExitCode();  // 128+signal once a stop was requested, else 0
+  // Before the first registration: the exits an earlier agent of this
+  // machine on this host kept on disk (it was frozen as its workers ended,
+  // then killed), for the registration to carry
+  // (agent/cleanup/exit_ledger.h).
+  void CarryWhatAnEarlierAgentKept(const std::string& ledger_root,
+                                   const std::string& target,
+                                   const std::string& host_id);
 
   const AgentOptions options_;
   Console* const console_;

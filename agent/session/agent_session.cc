@@ -18,6 +18,7 @@
 #include "agent/cleanup/stale_workers.h"
 #include "agent/workers/stack_capture.h"
 #include "common/auth_token.h"
+#include "common/host_identity.h"
 #include "common/logging.h"
 #include "common/network.h"
 #include "common/private_files.h"
@@ -44,7 +45,8 @@ AgentSession::AgentSession(const AgentOptions& options, Console* console,
       console_(console),
       stub_(pb::Coordinator::NewStub(channel)),
       scratch_dir_(std::move(scratch_dir)),
-      core_(core) {}
+      core_(core),
+      host_id_(LocalHostId()) {}
 
 AgentSession::~AgentSession() = default;
 
@@ -117,6 +119,7 @@ void AgentSession::Apply(const AgentEffects& effects,
     if (effects.fence_grace) grace = TimeLeftInTheFence();
     std::lock_guard<std::mutex> lock(group_mutex_);
     if (group_) {
+      MarkStopping();
       group_->Stop(*effects.signal_workers, grace, effects.capture_stacks);
     }
   }
@@ -257,6 +260,7 @@ SessionEnd AgentSession::Run(const pb::AgentRegistration& registration) {
   {
     std::lock_guard<std::mutex> lock(group_mutex_);
     if (group_) {
+      MarkStopping();
       group_->Stop(StopSignal{SIGTERM}, grace);
       stopping = group_.get();
     }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/cleanup/exit_ledger.h"
 #include "agent/core/log_dir_choice.h"
 #include "agent/link/udp_heartbeat_sender.h"
 #include "agent/session/agent.h"
@@ -99,6 +100,9 @@ class AgentSession {
   // Ends the current worker group and whatever its workers left behind.
   // Requires group_mutex_.
   void EndGroup();
+  // The group's workers are about to be signalled: from now on their exits
+  // are not their own (exit_ledger.h). Requires group_mutex_.
+  void MarkStopping();
   // What the workers of a machine cut off (or declared lost) have to save
   // a checkpoint: the time until the fence's deadline, when its guardian
   // would kill them anyway (the group caps it at the stop grace).
@@ -146,7 +150,12 @@ class AgentSession {
   std::mutex group_mutex_;
   std::unique_ptr<WorkerGroup> group_;  // guarded by group_mutex_
   std::string group_job_id_;            // guarded by group_mutex_
-  std::string said_log_dir_;            // guarded by group_mutex_
+  // Where the group's workers' exits are kept for a later agent
+  // (agent/cleanup/exit_ledger.h); guarded by group_mutex_, the ledger
+  // itself is safe from any thread.
+  std::shared_ptr<const ExitLedger> ledger_;
+  const std::string host_id_;
+  std::string said_log_dir_;  // guarded by group_mutex_
   std::chrono::milliseconds stop_grace_{30000};
 };
 

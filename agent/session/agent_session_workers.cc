@@ -34,8 +34,13 @@ std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("agent"); }
 
 }  // namespace
 
+void AgentSession::MarkStopping() {
+  if (group_ && ledger_) ledger_->StoppingGeneration(group_->generation());
+}
+
 void AgentSession::EndGroup() {
   if (!group_) return;
+  MarkStopping();
   const int64_t generation = group_->generation();
   group_.reset();
   const int killed = KillOrphansOfGeneration(group_job_id_, generation);
@@ -125,6 +130,10 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   const int64_t generation = a.generation();
   std::unique_lock<std::mutex> lock(group_mutex_);
   group_job_id_ = a.job_id();
+  ledger_ = std::make_shared<const ExitLedger>(
+      DefaultLedgerRoot(),
+      JoinHostPort(options_.coordinator_host, options_.coordinator_port),
+      a.machine_rank(), host_id_);
   const std::vector<std::string> argv =
       WithOwnPython({a.argv().begin(), a.argv().end()}, a.argv_runs_python(),
                     options_.own_python);
@@ -248,8 +257,8 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   }
 
   WorkerGroup::Events events;
-  events.started = [this,
-                    generation](const std::vector<StartedWorker>& workers) {
+  events.started = [this, generation, ledger = ledger_, job = a.job_id()](
+                       const std::vector<StartedWorker>& workers) {
     std::vector<std::pair<int, int>> pids;
     for (const StartedWorker& worker : workers) {
       pids.emplace_back(worker.local_rank, worker.pid);
@@ -258,11 +267,19 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     Apply(core_->With([&](AgentCore& core) {
       return core.WorkersStarted(generation, pids);
     }));
+    ledger->BeginGeneration(job, generation, pids);
   };
-  events.exited = [this, generation,
+  events.exited = [this, generation, ledger = ledger_,
                    ran = executable.ok() ? *executable : argv[0]](
                       int local_rank, const WorkerOutcome& outcome) {
     ReportExit(generation, local_rank, outcome, ran);
+    // What the next registration would carry, kept for a later agent too.
+    const auto kept = core_->With(
+        [&](AgentCore& core) { return core.OwnExit(generation, local_rank); });
+    if (kept) {
+      ledger->RecordExit(generation, local_rank,
+                         LedgerExit{kept->exit_code(), kept->signal()});
+    }
   };
   events.hung = [this, generation](int local_rank, const std::string& reason) {
     ReportHang(generation, local_rank, reason);

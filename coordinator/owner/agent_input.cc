@@ -47,7 +47,8 @@ WorkerExit FromProto(const pb::WorkerExited& exited) {
   return exit;
 }
 
-AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request) {
+AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request,
+                                    const std::string& job_id) {
   AgentInfo info;
   info.machine_rank = request.machine_rank();
   info.hostname = TerminalSafe(Bounded(request.hostname(), kNameBytes));
@@ -63,8 +64,11 @@ AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request) {
   info.captures_before_stop = request.captures_before_stop();
   info.spare = request.spare();
   info.health_problem = OneLine(request.health_problem());
+  // One generation's report, of this job; anything else is ignored (a new
+  // agent reads what an earlier one kept on disk, which may be of an
+  // earlier job on this address, with the same generation numbers).
   for (const auto& exited : request.last_generation_exits()) {
-    // One generation's report; anything else in it is ignored.
+    if (request.report_job_id() != job_id) break;
     if (info.report_generation < 0)
       info.report_generation = exited.generation();
     if (exited.generation() == info.report_generation &&

@@ -169,6 +169,47 @@ TEST_F(FencingTest, RanksThatExitedZeroWhileTheirAgentWasFrozenSucceedOnce) {
   std::filesystem::remove(go);
 }
 
+TEST_F(FencingTest, RanksThatExitedZeroBeforeTheirFrozenAgentWasKilledSucceed) {
+  // As above, but the frozen agent is killed (SIGKILL), not thawed: its
+  // workers' exit statuses were its own to read, and it is gone. Its
+  // guardian read them from /proc and kept them (exit ledger); a new agent
+  // of machine 1 on this host reports them, and the job succeeds, once.
+  // It was reported failed: "came back without the outcome of every
+  // worker" (nemesis seed 3, a budget-0 job with a spare).
+  const std::string go =
+      ::testing::TempDir() + "/trl-fence-go-kill-" + std::to_string(port_);
+  std::filesystem::remove(go);
+  const std::vector<std::string> flags = {
+      "--heartbeat_interval", "0.2", "--lease",    "2",
+      "--max_restarts",       "0",   "--no_python"};
+  const std::vector<std::string> worker = {
+      "/bin/sh", "-c",
+      "echo start gen $TRL_GENERATION rank $RANK pid $$; while [ ! -e " + go +
+          " ]; do sleep 0.05; done; exit 0"};
+  auto frozen = StartAgent(2, 4, 1, flags);
+  auto coord = StartCoordinator(2, 4, worker, flags);
+  ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
+      << frozen->Output() << coord->Output();
+  frozen->Signal(SIGSTOP);
+  std::ofstream(go).put('1');
+  ASSERT_TRUE(coord->WaitForOutput("machine 1 is lost", seconds(20)))
+      << coord->Output();
+  frozen->Signal(SIGKILL);
+  frozen->Wait(seconds(10));
+  auto again = StartAgent(2, 4, 1, flags);
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output() << again->Output();
+  EXPECT_EQ(again->Wait(seconds(30)), 0) << again->Output();
+  EXPECT_NE(again->Output().find("left the exits of 2 worker(s) of "
+                                 "generation 0"),
+            std::string::npos)
+      << again->Output();
+  const std::string all = coord->Stdout() + again->Stdout();
+  EXPECT_EQ(all.find("start gen 1"), std::string::npos)
+      << "the job ran a second time:\n"
+      << all;
+  std::filesystem::remove(go);
+}
+
 TEST_F(FencingTest, AThawedAgentStartsNoGenerationItWasSentWhileFrozen) {
   // Machine 1's ranks have exited 0 when its agent is frozen; rank 0 then
   // fails, and the restart's assignment (generation 1) waits unread in the

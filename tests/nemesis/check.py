@@ -229,14 +229,21 @@ def ps_disagreements(d, starts, ends):
     return unique
 
 
+# How soon after its workers' last end an agent's SIGKILL may still take
+# their exit statuses with it: its guardian keeps them on disk (the exit
+# ledger) within its 0.1 s watch, and a loaded machine adds to that.
+LEDGER_KEEPS_WITHIN = 0.5
+
+
 def outcome_died_with_agent(d, coords, daemons, killed_at, final_starts, ends):
     """Whether the job failed because a machine's agent came back without
     its workers' outcome, and that outcome died with the agent: the nemesis
     SIGKILLed an agent on that host after the host's workers of the final
     generation had all ended (it was frozen when they exited: their exit
-    statuses went to no one). Then the coordinator cannot know that they
-    exited 0, and saying the job failed is what it can honestly do (issue
-    34 wants it to succeed: known, left). Returns the reason, or ""."""
+    statuses went to it alone), too soon for its guardian to keep them in
+    the exit ledger. Then the coordinator cannot know that they exited 0,
+    and saying the job failed is what it can honestly do. Returns the
+    reason, or ""."""
     pattern = re.compile(r"job \S+ failed: the agent of machine (\d+) \(host (\S+)\) lost its "
                          r"connection and came back without the outcome of every worker")
     for dm in coords:
@@ -254,9 +261,9 @@ def outcome_died_with_agent(d, coords, daemons, killed_at, final_starts, ends):
             continue
         for a in daemons:
             if a["role"] == "agent" and a["host"] == host and \
-                    killed_at.get(a["name"], 0) >= max(ended):
-                return "%s killed at %.3f, after its workers ended" % (a["name"],
-                                                                       killed_at[a["name"]])
+                    max(ended) <= killed_at.get(a["name"], 0) <= max(ended) + LEDGER_KEEPS_WITHIN:
+                return "%s killed at %.3f, %.3f s after its workers ended" % (
+                    a["name"], killed_at[a["name"]], killed_at[a["name"]] - max(ended))
     return ""
 
 

@@ -388,7 +388,8 @@ expect ps_killed_shown_lost pass
 # I5: a job whose every rank exited 0 failed because machine 2's agent came
 # back without its workers' outcome: excused only when the nemesis killed
 # that host's agent after its workers had ended (frozen while they exited,
-# their exit statuses went to no one), not otherwise.
+# their exit statuses went to it alone), too soon for its guardian to keep
+# them (0.5 s), not otherwise.
 outcome_died() {
   local d=$1; good "$d"
   sed -i 's/^exit coord1 10 0 /exit coord1 10 1 /; s/^exit agent2.1 11 0 /exit agent2.1 11 1 /; s/^exit agent3.2 13 0 /exit agent3.2 13 1 /' "$d/daemons"
@@ -405,6 +406,9 @@ expect outcome_stray_killed I5
 outcome_died "$work/outcome_killed_before_the_ends"
 echo "killed agent3.2 13 1009.12" >>"$work/outcome_killed_before_the_ends/daemons"
 expect outcome_killed_before_the_ends I5
+outcome_died "$work/outcome_kept_in_time"
+echo "killed agent3.2 13 1010.80" >>"$work/outcome_kept_in_time/daemons"
+expect outcome_kept_in_time I5
 
 # I8: generation 1 started while node03 was cordoned, yet ran ranks there;
 # started after node03 passed its checks again, it may; a coordinator

@@ -557,6 +557,49 @@ TEST_F(AgentCoreTest, AnExitFromBeforeTheStopReadAfterTheLossIsCarried) {
   EXPECT_EQ(hello.registration().last_generation_exits(0).exit_code(), 0);
 }
 
+TEST_F(AgentCoreTest, TheReportNamesItsJob) {
+  // The coordinator takes a report of its own job only: a new agent may
+  // carry what an agent of an earlier job on the same address kept.
+  Start();
+  Reply(true);
+  Assign(4, "job-9");
+  Exit(4, 0, 0);
+  ASSERT_TRUE(core_.OwnExit(4, 0).has_value());
+  EXPECT_FALSE(core_.OwnExit(3, 0).has_value());
+  EXPECT_FALSE(core_.OwnExit(4, 1).has_value());
+  core_.AfterSession(core_.StreamEnded());
+  const pb::AgentMessage hello = Start(10000);
+  EXPECT_EQ(hello.registration().report_job_id(), "job-9");
+  // Nothing to report, no job named.
+  Reply(true, 0, 10001);
+  Assign(5, "job-9", 10002);
+  core_.AfterSession(core_.StreamEnded());
+  EXPECT_EQ(Start(20000).registration().report_job_id(), "");
+}
+
+TEST(AgentCoreCarryTest, ANewAgentCarriesWhatAnEarlierAgentKept) {
+  // The exits an earlier agent of the machine kept on disk
+  // (agent/cleanup/exit_ledger.h) go with the first registration, as a
+  // thawed agent's own do, and are gone once a generation is assigned.
+  AgentCore core{AgentCoreSettings{}};
+  std::vector<pb::WorkerExited> exits(2);
+  exits[0].set_local_rank(0);
+  exits[1].set_local_rank(1);
+  exits[1].set_exit_code(3);
+  core.CarryEarlierExits("job-2", 7, exits);
+  const pb::AgentMessage hello =
+      core.StartSession(pb::AgentRegistration(), AgentCore::Time{});
+  EXPECT_EQ(hello.registration().report_job_id(), "job-2");
+  ASSERT_EQ(hello.registration().last_generation_exits_size(), 2);
+  EXPECT_EQ(hello.registration().last_generation_exits(0).generation(), 7);
+  EXPECT_EQ(hello.registration().last_generation_exits(1).exit_code(), 3);
+  // Once a session ran, the agent's own word counts, not the disk's.
+  AgentCore later{AgentCoreSettings{}};
+  later.StartSession(pb::AgentRegistration(), AgentCore::Time{});
+  later.CarryEarlierExits("job-2", 7, exits);
+  EXPECT_TRUE(later.OwnExitsOfLastGeneration().empty());
+}
+
 TEST_F(AgentCoreTest, ANewSessionStartsWithAFreshLeaseAndNoWorkers) {
   Start(0);
   Reply(true);

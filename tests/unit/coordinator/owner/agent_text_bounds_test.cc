@@ -123,7 +123,7 @@ TEST(OneLineTest, AnAgentsNamesAndReasonsReachNoTerminalRaw) {
       "eth\xE2\x80\xAE"
       "0");
   registration.set_local_world_size(1);
-  const AgentInfo info = AgentInfoFromRegistration(registration);
+  const AgentInfo info = AgentInfoFromRegistration(registration, "job");
   EXPECT_EQ(info.hostname, "node ]52;c;ZXZpbA== 02");
   EXPECT_EQ(info.interface_name, "eth 0");
   pb::WorkerExited exited;
@@ -134,6 +134,30 @@ TEST(OneLineTest, AnAgentsNamesAndReasonsReachNoTerminalRaw) {
   const WorkerExit exit = FromProto(exited);
   EXPECT_EQ(exit.reason, "hung; in f ( [2J 6n.py:1)");
   EXPECT_EQ(exit.start_error, "no such file");
+}
+
+// A new agent reports what an earlier agent of its machine kept on disk
+// (agent/cleanup/exit_ledger.h): an earlier job on the same coordinator
+// address numbers its generations the same, so only this job's report
+// counts.
+TEST(RegistrationReportTest, OnlyThisJobsExitsAreTaken) {
+  pb::AgentRegistration registration;
+  registration.set_local_world_size(2);
+  for (int local : {0, 1}) {
+    pb::WorkerExited* exited = registration.add_last_generation_exits();
+    exited->set_generation(3);
+    exited->set_local_rank(local);
+  }
+  registration.set_report_job_id("job-a");
+  const AgentInfo same = AgentInfoFromRegistration(registration, "job-a");
+  EXPECT_EQ(same.report_generation, 3);
+  EXPECT_EQ(same.reported_exits.size(), 2u);
+  const AgentInfo other = AgentInfoFromRegistration(registration, "job-b");
+  EXPECT_EQ(other.report_generation, -1);
+  EXPECT_TRUE(other.reported_exits.empty());
+  registration.clear_report_job_id();
+  EXPECT_TRUE(
+      AgentInfoFromRegistration(registration, "job-a").reported_exits.empty());
 }
 
 TEST(OneLineTest, OtherCharactersStay) {

@@ -1,0 +1,251 @@
+// The exit ledger (agent/cleanup/exit_ledger.h): its records, and real
+// workers (forked children) whose exits are kept, read by a zombie's
+// /proc entry as the guardian does, and read back by a later agent.
+#include "agent/cleanup/exit_ledger.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/procfs/process_facts.h"
+
+namespace trl {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kCoordinator[] = "10.0.0.1:29500";
+constexpr char kHost[] = "boot-1/pidns:4026531836";
+
+TEST(ExitLedgerRecordTest, StartsAndExitsReadBackAsWritten) {
+  const LedgerStart start{"job-7", 12, 3, 4242, 987654321ULL};
+  const auto parsed = ParseStart(FormatStart(start));
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->job_id, "job-7");
+  EXPECT_EQ(parsed->generation, 12);
+  EXPECT_EQ(parsed->local_rank, 3);
+  EXPECT_EQ(parsed->pid, 4242);
+  EXPECT_EQ(parsed->start_time, 987654321ULL);
+  const auto exit = ParseExit(FormatExit(LedgerExit{0, 15}));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->exit_code, 0);
+  EXPECT_EQ(exit->signal, 15);
+}
+
+TEST(ExitLedgerRecordTest, ARecordThatIsNotOneIsRefused) {
+  EXPECT_FALSE(ParseStart("../etc 1 0 5 6\n"));  // not a job id
+  EXPECT_FALSE(ParseStart("job 1 0 5\n"));       // a field short
+  EXPECT_FALSE(ParseStart("job -1 0 5 6\n"));
+  EXPECT_FALSE(ParseStart("job 1 0 0 6\n"));  // no pid
+  EXPECT_FALSE(ParseStart("job 1 x 5 6\n"));
+  EXPECT_FALSE(ParseExit("256 0\n"));
+  EXPECT_FALSE(ParseExit("0 65\n"));
+  EXPECT_FALSE(ParseExit("0\n"));
+  EXPECT_FALSE(ParseExit(""));
+}
+
+TEST(ExitLedgerRecordTest, OnlyAWorkersOwnEndIsOne) {
+  auto code = OwnEndFromWaitStatus(3 << 8);  // exit(3)
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(code->exit_code, 3);
+  EXPECT_EQ(code->signal, 0);
+  auto terminated = OwnEndFromWaitStatus(SIGTERM);
+  ASSERT_TRUE(terminated.has_value());
+  EXPECT_EQ(terminated->signal, SIGTERM);
+  // A SIGKILL is the fence's (or the agent's), and -1 is no status.
+  EXPECT_FALSE(OwnEndFromWaitStatus(SIGKILL));
+  EXPECT_FALSE(OwnEndFromWaitStatus(-1));
+}
+
+TEST(ExitLedgerRecordTest, TheReportIsTheNewestGenerationOfItsJob) {
+  std::vector<std::pair<LedgerStart, std::optional<LedgerExit>>> entries = {
+      {{"job", 1, 0, 10, 1}, LedgerExit{1, 0}},
+      {{"job", 2, 0, 20, 2}, LedgerExit{0, 0}},
+      {{"job", 2, 1, 21, 2}, std::nullopt},  // still running, or not kept
+      {{"job", 2, 2, 22, 2}, LedgerExit{0, 0}},
+  };
+  const LedgerReport report = ChooseReport(entries);
+  EXPECT_EQ(report.job_id, "job");
+  EXPECT_EQ(report.generation, 2);
+  ASSERT_EQ(report.exits.size(), 2u);
+  EXPECT_TRUE(report.exits.count(0));
+  EXPECT_TRUE(report.exits.count(2));
+  EXPECT_TRUE(ChooseReport({}).exits.empty());
+}
+
+TEST(ExitLedgerRecordTest, EachCoordinatorMachineAndHostHasItsOwnPlace) {
+  const std::string name = LedgerDirName("[::1]:29500", 1, kHost);
+  EXPECT_EQ(name.find('/'), std::string::npos);
+  EXPECT_EQ(name.rfind("___1__29500.m1.", 0), 0u) << name;
+  EXPECT_NE(name, LedgerDirName("[::1]:29500", 1, "another-boot/pidns:1"));
+  EXPECT_NE(name, LedgerDirName("[::1]:29500", 2, kHost));
+  EXPECT_NE(name, LedgerDirName("[::1]:29501", 1, kHost));
+  EXPECT_EQ(LedgerDirName("../../x", 0, kHost).find('/'), std::string::npos);
+}
+
+// Children that stand for workers: each sleeps until killed, or exits
+// with its code when its pipe closes.
+class ExitLedgerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = ::testing::TempDir() + "/trl-ledger-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+  }
+  void TearDown() override {
+    for (pid_t pid : children_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    std::error_code ignored;
+    fs::remove_all(root_, ignored);
+  }
+
+  // A child that exits with `code` (or dies of `signal`) at once.
+  pid_t ChildThatEnds(int code, int signal = 0) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (signal != 0) raise(signal);
+      _exit(code);
+    }
+    children_.push_back(pid);
+    return pid;
+  }
+  pid_t ChildThatSleeps() {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      pause();
+      _exit(0);
+    }
+    children_.push_back(pid);
+    return pid;
+  }
+  // Waits (without reaping) until `pid` is a zombie.
+  static ProcessLinks ZombieLinks(pid_t pid) {
+    ProcessLinks links;
+    for (int i = 0; i < 500; ++i) {
+      if (ReadProcessLinks(pid, &links) && links.state == 'Z') return links;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "pid " << pid << " never became a zombie";
+    return links;
+  }
+
+  std::string root_;
+  std::vector<pid_t> children_;
+};
+
+TEST_F(ExitLedgerTest, ALaterAgentReadsTheExitsTheAgentKept) {
+  const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+  const pid_t a = ChildThatSleeps(), b = ChildThatSleeps();
+  ledger.BeginGeneration("job", 4, {{0, a}, {1, b}});
+  ledger.RecordExit(4, 0, LedgerExit{0, 0});
+  ledger.RecordExit(4, 1, LedgerExit{2, 0});
+  // An exit of a generation that has no start here is not kept.
+  ledger.RecordExit(3, 0, LedgerExit{9, 0});
+  const LedgerReport report = ExitLedger(root_, kCoordinator, 1, kHost).Read();
+  EXPECT_EQ(report.job_id, "job");
+  EXPECT_EQ(report.generation, 4);
+  ASSERT_EQ(report.exits.size(), 2u);
+  EXPECT_EQ(report.exits.at(1).exit_code, 2);
+  // Another host, machine or coordinator reads nothing of it.
+  EXPECT_TRUE(ExitLedger(root_, kCoordinator, 1, "other").Read().exits.empty());
+  EXPECT_TRUE(ExitLedger(root_, kCoordinator, 0, kHost).Read().exits.empty());
+  EXPECT_TRUE(ExitLedger(root_, "x:1", 1, kHost).Read().exits.empty());
+  // The directory and its files are the user's alone.
+  struct stat info;
+  ASSERT_EQ(stat(ledger.dir().c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 077, 0u);
+}
+
+TEST_F(ExitLedgerTest, ANewGenerationDropsTheLastAndClearDropsAll) {
+  const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+  ledger.BeginGeneration("job", 1, {{0, ChildThatSleeps()}});
+  ledger.RecordExit(1, 0, LedgerExit{0, 0});
+  ledger.BeginGeneration("job", 2, {{0, ChildThatSleeps()}});
+  LedgerReport report = ledger.Read();
+  EXPECT_EQ(report.generation, 2);
+  EXPECT_TRUE(report.exits.empty());
+  ledger.Clear();
+  EXPECT_FALSE(fs::exists(ledger.dir()));
+  EXPECT_EQ(ledger.Read().generation, -1);
+}
+
+TEST_F(ExitLedgerTest, AZombiesOwnEndIsKeptAsTheGuardianSeesIt) {
+  const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+  const pid_t done = ChildThatEnds(0);
+  const pid_t failed = ChildThatEnds(7);
+  // Started before they end: the start times are read while they live,
+  // as the agent does right after the fork.
+  ZombieLinks(done);
+  ZombieLinks(failed);
+  ledger.BeginGeneration("job", 5, {{0, done}, {1, failed}});
+  // Another host's guardian, or the guardian of another parent, writes
+  // nothing.
+  EXPECT_EQ(LedgerWatch(root_, "other").KeepEndsOfZombiesOf(getpid()), 0);
+  EXPECT_EQ(LedgerWatch(root_, kHost).KeepEndsOfZombiesOf(getppid()), 0);
+  LedgerWatch watch(root_, kHost);
+  EXPECT_EQ(watch.KeepEndsOfZombiesOf(getpid()), 2);
+  EXPECT_EQ(watch.KeepEndsOfZombiesOf(getpid()), 0);  // once
+  const LedgerReport report = ledger.Read();
+  ASSERT_EQ(report.exits.size(), 2u);
+  EXPECT_EQ(report.exits.at(0).exit_code, 0);
+  EXPECT_EQ(report.exits.at(1).exit_code, 7);
+}
+
+TEST_F(ExitLedgerTest, NoEndIsKeptOnceTheAgentBeganToStopItsWorkers) {
+  const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+  const pid_t stopped = ChildThatEnds(0);
+  const pid_t killed = ChildThatEnds(0, SIGKILL);
+  ZombieLinks(stopped);
+  ZombieLinks(killed);
+  ledger.BeginGeneration("job", 6, {{0, stopped}, {1, killed}});
+  // A SIGKILL is never a worker's own end (the fence sends it), and a
+  // worker that exits 0 on the agent's SIGTERM did not finish.
+  ledger.StoppingGeneration(6);
+  EXPECT_EQ(LedgerWatch(root_, kHost).KeepEndsOfZombiesOf(getpid()), 0);
+  EXPECT_TRUE(ledger.Read().exits.empty());
+  // Without the stop, the SIGKILL is still not kept; the exit is.
+  ledger.BeginGeneration("job", 7, {{0, stopped}, {1, killed}});
+  EXPECT_EQ(LedgerWatch(root_, kHost).KeepEndsOfZombiesOf(getpid()), 1);
+  const LedgerReport report = ledger.Read();
+  ASSERT_EQ(report.exits.size(), 1u);
+  EXPECT_TRUE(report.exits.count(0));
+}
+
+TEST_F(ExitLedgerTest, ARecordOthersMayWriteIsNotRead) {
+  const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+  ledger.BeginGeneration("job", 1, {{0, ChildThatSleeps()}});
+  ledger.RecordExit(1, 0, LedgerExit{0, 0});
+  ASSERT_EQ(ledger.Read().exits.size(), 1u);
+  ASSERT_EQ(chmod((ledger.dir() + "/1.0.exit").c_str(), 0666), 0);
+  EXPECT_TRUE(ledger.Read().exits.empty());
+}
+
+TEST_F(ExitLedgerTest, LedgersNothingWroteToForAWeekAreRemoved) {
+  const ExitLedger old(root_, kCoordinator, 1, kHost);
+  const ExitLedger fresh(root_, kCoordinator, 2, kHost);
+  old.BeginGeneration("job", 1, {{0, ChildThatSleeps()}});
+  fresh.BeginGeneration("job", 1, {{0, ChildThatSleeps()}});
+  const auto week_ago =
+      fs::file_time_type::clock::now() - std::chrono::hours(24 * 8);
+  for (const auto& entry : fs::directory_iterator(old.dir())) {
+    fs::last_write_time(entry.path(), week_ago);
+  }
+  fs::last_write_time(old.dir(), week_ago);
+  EXPECT_EQ(PruneLedgers(root_, std::chrono::hours(24 * 7)), 1);
+  EXPECT_FALSE(fs::exists(old.dir()));
+  EXPECT_TRUE(fs::exists(fresh.dir()));
+}
+
+}  // namespace
+}  // namespace trl
