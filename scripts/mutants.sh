@@ -50,6 +50,7 @@ mutants=(
   "token-check-removed~cxx~common/derived_identity.cc~s/reinterpret_cast<const unsigned char\*>(token.data()), token.size(),/reinterpret_cast<const unsigned char*>(\"x\"), 1,/~AuthTest.AgentsWithoutTheRightTokenAreRefused~"
   "ledger-guardian-blind~cxx~agent/cleanup/job_guardian.cc~s/^    ends.KeepEndsOfZombiesOf(daemon);/    (void)ends;/~FencingTest.RanksThatExitedZeroBeforeTheirFrozenAgentWasKilledSucceed~"
   "ledger-stop-ignored~cxx~agent/cleanup/exit_ledger.cc~s/      if (!exit || Stopping(watched.dir, start.generation) ||/      if (!exit ||/~ExitLedgerTest.NoEndIsKeptOnceTheAgentBeganToStopItsWorkers~"
+  "ledger-leader-alone-trusted~cxx~agent/cleanup/exit_ledger.cc~s/      if (links.threads != 1 || !MayReadExitCodeOf(start.pid)) continue;/      if (!MayReadExitCodeOf(start.pid)) continue;/~ExitLedgerTest.ALeaderThatEndedAloneIsNeverTakenForTheProcess~"
   "ledger-report-of-another-job~cxx~coordinator/owner/agent_input.cc~s/    if (request.report_job_id() != job_id) break;/    (void)job_id;/~RegistrationReportTest.OnlyThisJobsExitsAreTaken~"
   "replacement-before-old-lease~cxx~coordinator/job/membership.cc~s/  return now >= machines_.ReplacementsAllowedAt();/  return true;/~JobRestartTest.AnotherAgentGetsALostMachinesRanksOnlyAfterItsLease~"
   "generation-started-unpersisted~cxx~coordinator/owner/generation_preparer.cc~s/  if (!prepared.kept.ok()) {/  if (false) {/~JobPersistenceTest.AGenerationThatCannotBeKeptDoesNotStart~"

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/match.h"
@@ -17,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/procfs/process_facts.h"
+#include "common/kernel_files.h"
 #include "common/private_files.h"
 
 namespace trl {
@@ -54,8 +57,8 @@ bool WriteRecord(const std::string& path, const std::string& contents) {
   const int fd = open(
       temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
-    if (errno != EEXIST) return false;
-    unlink(temp.c_str());  // a temp file of an earlier process of this pid
+    // A temp file of an earlier process of this pid: removed, tried once.
+    if (errno != EEXIST || unlink(temp.c_str()) != 0) return false;
     return WriteRecord(path, contents);
   }
   const bool written = write(fd, contents.data(), contents.size()) ==
@@ -109,6 +112,35 @@ std::vector<std::pair<LedgerStart, std::optional<LedgerExit>>> EntriesIn(
     entries.emplace_back(*start, exit);
   }
   return entries;
+}
+
+// Whether this process may read `pid`'s exit code in /proc/PID/stat: the
+// kernel shows 0 to a reader that fails its ptrace read check (another
+// user's process without CAP_SYS_PTRACE: root in a container that dropped
+// it, with --worker_user), which would pass for success. Its real,
+// effective and saved user and group ids must be ours, or we hold
+// CAP_SYS_PTRACE.
+bool MayReadExitCodeOf(pid_t pid) {
+  static const bool may_trace_anyone = [] {
+    const std::string status = ReadKernelFile("/proc/self/status");
+    const size_t at = status.find("\nCapEff:");
+    if (at == std::string::npos) return false;
+    unsigned long long caps = 0;
+    if (std::sscanf(status.c_str() + at + 9, "%llx", &caps) != 1) return false;
+    return ((caps >> 19) & 1) != 0;  // CAP_SYS_PTRACE
+  }();
+  if (may_trace_anyone) return true;
+  const std::string status =
+      ReadKernelFile("/proc/" + std::to_string(pid) + "/status");
+  auto ids_are = [&status](const char* line, unsigned long mine) {
+    const size_t at = status.find(line);
+    if (at == std::string::npos) return false;
+    unsigned long real = 0, effective = 0, saved = 0;
+    return std::sscanf(status.c_str() + at + std::strlen(line), "%lu %lu %lu",
+                       &real, &effective, &saved) == 3 &&
+           real == mine && effective == mine && saved == mine;
+  };
+  return ids_are("\nUid:", geteuid()) && ids_are("\nGid:", getegid());
 }
 
 bool Stopping(const std::string& dir, int64_t generation) {
@@ -295,9 +327,16 @@ int LedgerWatch::KeepEndsOfZombiesOf(pid_t parent) {
     watched.changed_ns =
         static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 +
         info.st_mtim.tv_nsec;
+    // An mtime moves in ticks of a few ms: a directory changed within the
+    // last 2 s is read again, whatever it says.
+    timespec now_ts{};
+    clock_gettime(CLOCK_REALTIME, &now_ts);
+    const int64_t now_ns =
+        static_cast<int64_t>(now_ts.tv_sec) * 1000000000 + now_ts.tv_nsec;
     const auto known = ledgers_.find(name);
     if (known != ledgers_.end() &&
-        known->second.changed_ns == watched.changed_ns) {
+        known->second.changed_ns == watched.changed_ns &&
+        now_ns - watched.changed_ns > 2000000000LL) {
       watched.starts = std::move(known->second.starts);
     } else {
       for (const auto& [start, exit] : EntriesIn(watched.dir)) {
@@ -311,13 +350,17 @@ int LedgerWatch::KeepEndsOfZombiesOf(pid_t parent) {
   for (const auto& [name, watched] : ledgers_) {
     for (const LedgerStart& start : watched.starts) {
       ProcessLinks links;
-      if (!ReadProcessLinks(start.pid, &links) || links.state != 'Z' ||
-          links.parent != parent || links.start_time != start.start_time) {
+      if (!ReadProcessLinks(start.pid, &links) || links.parent != parent ||
+          links.start_time != start.start_time) {
         continue;
       }
       const auto done = written_.find(start.pid);
       if (done != written_.end() && done->second == start.start_time) continue;
+      if (links.state != 'Z') continue;
+      // Its leader ended alone (pthread_exit): what /proc says is not the
+      // process's status, now or when its last thread ends.
       written_[start.pid] = start.start_time;
+      if (links.threads != 1 || !MayReadExitCodeOf(start.pid)) continue;
       const std::optional<LedgerExit> exit =
           OwnEndFromWaitStatus(links.wait_status);
       const std::string path = absl::StrCat(

@@ -32,7 +32,8 @@ bool ReadProcessLinks(pid_t pid, ProcessLinks* links) {
     rest >> ticks;
     if (ticks > 0) links->cpu_ticks += static_cast<unsigned long long>(ticks);
   }
-  for (int field = 18; field <= 21 && rest; ++field) rest >> skipped;
+  // 18 priority, 19 nice, 20 num_threads, 21 itrealvalue.
+  rest >> skipped >> skipped >> links->threads >> skipped;
   rest >> links->start_time;
   if (!rest) return false;
   // Fields 23 to 51, then 52: exit_code (Linux 3.5; 0 to another user).

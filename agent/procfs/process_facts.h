@@ -25,6 +25,9 @@ struct ProcessLinks {
   // A zombie's exit status, as waitpid(2) would give it (field 52,
   // exit_code: readable by its user); -1 when the kernel does not say.
   int wait_status = -1;
+  // Threads in its thread group (field 20): a zombie leader with more has
+  // ended alone (pthread_exit) and its wait_status is not the process's.
+  long threads = 0;
 };
 
 // State, parent, process group and start time from /proc/PID/stat; false

@@ -273,10 +273,14 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
                    ran = executable.ok() ? *executable : argv[0]](
                       int local_rank, const WorkerOutcome& outcome) {
     ReportExit(generation, local_rank, outcome, ran);
-    // What the next registration would carry, kept for a later agent too.
+    // What the next registration would carry, kept for a later agent too:
+    // only a worker's own end (not the end of the agent's stop, which the
+    // core carries while connected: a later agent could not tell it from a
+    // finished worker), and never a SIGKILL.
     const auto kept = core_->With(
         [&](AgentCore& core) { return core.OwnExit(generation, local_rank); });
-    if (kept) {
+    if (kept && outcome.own_end && outcome.start_error.empty() &&
+        kept->signal() != SIGKILL) {
       ledger->RecordExit(generation, local_rank,
                          LedgerExit{kept->exit_code(), kept->signal()});
     }

@@ -407,7 +407,7 @@ outcome_died "$work/outcome_killed_before_the_ends"
 echo "killed agent3.2 13 1009.12" >>"$work/outcome_killed_before_the_ends/daemons"
 expect outcome_killed_before_the_ends I5
 outcome_died "$work/outcome_kept_in_time"
-echo "killed agent3.2 13 1010.80" >>"$work/outcome_kept_in_time/daemons"
+echo "killed agent3.2 13 1011.50" >>"$work/outcome_kept_in_time/daemons"
 expect outcome_kept_in_time I5
 
 # I8: generation 1 started while node03 was cordoned, yet ran ranks there;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -220,6 +221,39 @@ TEST_F(ExitLedgerTest, NoEndIsKeptOnceTheAgentBeganToStopItsWorkers) {
   const LedgerReport report = ledger.Read();
   ASSERT_EQ(report.exits.size(), 1u);
   EXPECT_TRUE(report.exits.count(0));
+}
+
+TEST_F(ExitLedgerTest, ALeaderThatEndedAloneIsNeverTakenForTheProcess) {
+  // A worker whose main thread ends first (pthread_exit) shows as a zombie
+  // with exit_code 0 while its other threads run on; the process's status
+  // is the last thread's exit (3 here), which /proc never shows. Seen so
+  // once, it is never written, not even after the process has ended.
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(go[1]);
+    std::thread([fd = go[0]] {
+      char c;
+      while (read(fd, &c, 1) < 0) {
+      }
+      _exit(3);
+    }).detach();
+    syscall(SYS_exit, 0);  // this thread alone, as pthread_exit does
+  }
+  close(go[0]);
+  children_.push_back(pid);
+  const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+  ZombieLinks(pid);
+  ledger.BeginGeneration("job", 8, {{0, pid}});
+  LedgerWatch watch(root_, kHost);
+  EXPECT_EQ(watch.KeepEndsOfZombiesOf(getpid()), 0);
+  close(go[1]);  // the last thread exits 3
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, pid, &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(info.si_status, 3);
+  EXPECT_EQ(watch.KeepEndsOfZombiesOf(getpid()), 0);
+  EXPECT_TRUE(ledger.Read().exits.empty());
 }
 
 TEST_F(ExitLedgerTest, ARecordOthersMayWriteIsNotRead) {
