@@ -180,6 +180,7 @@ absl::StatusOr<JobPlan> PlanJob(const StartFlags& flags,
   auto job_id = trl::NewJobId();
   if (!job_id.ok()) return job_id.status();
   options.job_id = *job_id;
+  options.run_id = trl::NewRunId();  // kept instead when the job resumes
   options.identity = trl::JobIdentity(*worker_argv, *config);
   trl::ChooseStateFile(flags.state_file, *host, config->main_process_port,
                        &options);

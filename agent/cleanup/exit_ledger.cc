@@ -163,7 +163,7 @@ std::string LedgerDirName(absl::string_view coordinator, int machine_rank,
 }
 
 std::string FormatStart(const LedgerStart& start) {
-  return absl::StrCat(start.job_id, " ", start.generation, " ",
+  return absl::StrCat(start.run_id, " ", start.generation, " ",
                       start.local_rank, " ", start.pid, " ", start.start_time,
                       "\n");
 }
@@ -175,7 +175,7 @@ std::optional<LedgerStart> ParseStart(absl::string_view text) {
     return std::nullopt;
   }
   LedgerStart start;
-  start.job_id = std::string(fields[0]);
+  start.run_id = std::string(fields[0]);
   int pid = 0;
   if (!absl::SimpleAtoi(fields[1], &start.generation) ||
       !absl::SimpleAtoi(fields[2], &start.local_rank) ||
@@ -229,11 +229,11 @@ LedgerReport ChooseReport(
     }
   }
   if (newest == nullptr) return report;
-  report.job_id = newest->job_id;
+  report.run_id = newest->run_id;
   report.generation = newest->generation;
   for (const auto& [start, exit] : entries) {
     if (start.generation == report.generation &&
-        start.job_id == report.job_id && exit) {
+        start.run_id == report.run_id && exit) {
       report.exits[start.local_rank] = *exit;
     }
   }
@@ -264,15 +264,17 @@ ExitLedger::ExitLedger(std::string root, absl::string_view coordinator,
 }
 
 void ExitLedger::BeginGeneration(
-    const std::string& job_id, int64_t generation,
+    const std::string& run_id, int64_t generation,
     const std::vector<std::pair<int, pid_t>>& workers) const {
   if (dir_.empty()) return;
   Clear();
+  // A coordinator that names no run (another build) gets nothing kept.
+  if (!IsValidJobId(run_id)) return;
   if (!EnsurePrivateDirectory(dir_).ok()) return;
   for (const auto& [local_rank, pid] : workers) {
     ProcessLinks links;
     if (!ReadProcessLinks(pid, &links)) continue;  // gone: the agent reaps it
-    LedgerStart start{job_id, generation, local_rank, pid, links.start_time};
+    LedgerStart start{run_id, generation, local_rank, pid, links.start_time};
     WriteRecord(absl::StrCat(dir_, "/",
                              RecordName(generation, local_rank, kStartSuffix)),
                 FormatStart(start));

@@ -4,9 +4,9 @@
 // takes their statuses with it, and a job whose every rank exited 0 would
 // be reported failed ("came back without the outcome of every worker").
 //
-// The agent writes one file per worker when a generation starts (job,
-// generation, local rank, pid and start time) and one per exit it will
-// report (what AgentCore keeps for the next registration). Its guardian
+// The agent writes one file per worker when a generation starts (the
+// job's run id, generation, local rank, pid and start time) and one per exit it
+// will report (what AgentCore keeps for the next registration). Its guardian
 // (job_guardian.h), a process a SIGSTOP of the agent does not stop, reads
 // the exit status of a worker the agent has not reaped from /proc (a
 // zombie's exit_code) and writes the same exit file. A new agent of the
@@ -41,7 +41,7 @@
 namespace trl {
 
 struct LedgerStart {
-  std::string job_id;
+  std::string run_id;  // the job's run (Assignment.run_id)
   int64_t generation = -1;
   int local_rank = -1;
   pid_t pid = 0;
@@ -54,9 +54,9 @@ struct LedgerExit {
 };
 
 // What a new agent carries to its registration: the exits of one
-// generation of one job (those that were written).
+// generation of one run of a job (those that were written).
 struct LedgerReport {
-  std::string job_id;
+  std::string run_id;
   int64_t generation = -1;
   std::map<int, LedgerExit> exits;  // local rank -> exit
 };
@@ -78,8 +78,8 @@ std::optional<LedgerExit> ParseExit(absl::string_view text);
 // fence's, or the agent's) or a status that is not an end.
 std::optional<LedgerExit> OwnEndFromWaitStatus(int status);
 
-// The newest generation's exits among `starts` (its job's), with the exit
-// of each start that has one.
+// The newest generation's exits among `starts` (of its run), with the
+// exit of each start that has one.
 LedgerReport ChooseReport(
     const std::vector<std::pair<LedgerStart, std::optional<LedgerExit>>>&
         entries);
@@ -98,7 +98,7 @@ class ExitLedger {
 
   // A generation starts: what was kept of earlier ones is dropped, and each
   // worker's start is written (start times read from /proc now).
-  void BeginGeneration(const std::string& job_id, int64_t generation,
+  void BeginGeneration(const std::string& run_id, int64_t generation,
                        const std::vector<std::pair<int, pid_t>>& workers) const;
   // The agent is about to signal the workers of `generation`.
   void StoppingGeneration(int64_t generation) const;

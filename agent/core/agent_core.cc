@@ -77,12 +77,12 @@ pb::AgentMessage AgentCore::StartSession(
   // The coordinator may never have heard of what the last generation's
   // workers did on their own before the last connection was lost.
   hello.mutable_registration()->clear_last_generation_exits();
-  hello.mutable_registration()->clear_report_job_id();
+  hello.mutable_registration()->clear_report_run_id();
   for (const auto& [local, exited] : own_exits_) {
     *hello.mutable_registration()->add_last_generation_exits() = exited;
   }
   if (!own_exits_.empty()) {
-    hello.mutable_registration()->set_report_job_id(report_job_id_);
+    hello.mutable_registration()->set_report_run_id(report_run_id_);
   }
   return hello;
 }
@@ -255,7 +255,7 @@ AgentEffects AgentCore::Assigned(const pb::Assignment& assignment, Time now) {
   }
   assigned_generation_ = generation;
   report_generation_ = generation;
-  report_job_id_ = assignment.job_id();
+  report_run_id_ = assignment.run_id();
   own_exits_.clear();
   // Nothing of an older generation may survive.
   effects.end_workers = true;
@@ -435,10 +435,10 @@ std::optional<pb::WorkerExited> AgentCore::OwnExit(int64_t generation,
   return kept->second;
 }
 
-void AgentCore::CarryEarlierExits(const std::string& job_id, int64_t generation,
+void AgentCore::CarryEarlierExits(const std::string& run_id, int64_t generation,
                                   std::vector<pb::WorkerExited> exits) {
   if (had_session_ || exits.empty()) return;
-  report_job_id_ = job_id;
+  report_run_id_ = run_id;
   report_generation_ = generation;
   own_exits_.clear();
   for (auto& exited : exits) {

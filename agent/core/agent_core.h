@@ -164,9 +164,10 @@ class AgentCore {
   std::optional<trl::launch::v1::WorkerExited> OwnExit(int64_t generation,
                                                        int local_rank) const;
   // Before the first session: what an earlier agent of this machine kept
-  // of generation `generation` of job `job_id` (agent/cleanup/exit_ledger.h),
-  // carried by the registration as a thawed agent carries its own.
-  void CarryEarlierExits(const std::string& job_id, int64_t generation,
+  // of generation `generation` of run `run_id` of the job
+  // (agent/cleanup/exit_ledger.h), carried by the registration as a thawed
+  // agent carries its own.
+  void CarryEarlierExits(const std::string& run_id, int64_t generation,
                          std::vector<trl::launch::v1::WorkerExited> exits);
   int64_t running_generation() const { return running_generation_; }
   // What the agent stands for now: a spare, or a machine. A spare takes a
@@ -199,7 +200,7 @@ class AgentCore {
   bool handshake_proven_ = false;
   bool had_session_ = false;
   int64_t report_generation_ = -1;
-  std::string report_job_id_;  // the job of report_generation_
+  std::string report_run_id_;  // the run of the job of report_generation_
   std::map<int, trl::launch::v1::WorkerExited> own_exits_;
   bool spare_ = false;
   bool may_be_spare_ = false;  // started as one, or became one

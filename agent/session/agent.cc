@@ -397,10 +397,11 @@ void Agent::CarryWhatAnEarlierAgentKept(const std::string& ledger_root,
   }
   Log()->info(
       "an earlier agent of machine {} on this host left the exits of {} "
-      "worker(s) of generation {} of job {}: this agent reports them",
-      machine_rank, exits.size(), report.generation, report.job_id);
+      "worker(s) of generation {} (run {} of the job): this agent reports "
+      "them",
+      machine_rank, exits.size(), report.generation, report.run_id);
   core_.With([&](AgentCore& core) {
-    core.CarryEarlierExits(report.job_id, report.generation, std::move(exits));
+    core.CarryEarlierExits(report.run_id, report.generation, std::move(exits));
   });
 }
 

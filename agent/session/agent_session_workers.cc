@@ -257,7 +257,7 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   }
 
   WorkerGroup::Events events;
-  events.started = [this, generation, ledger = ledger_, job = a.job_id()](
+  events.started = [this, generation, ledger = ledger_, run = a.run_id()](
                        const std::vector<StartedWorker>& workers) {
     std::vector<std::pair<int, int>> pids;
     for (const StartedWorker& worker : workers) {
@@ -267,7 +267,7 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
     Apply(core_->With([&](AgentCore& core) {
       return core.WorkersStarted(generation, pids);
     }));
-    ledger->BeginGeneration(job, generation, pids);
+    ledger->BeginGeneration(run, generation, pids);
   };
   events.exited = [this, generation, ledger = ledger_,
                    ran = executable.ok() ? *executable : argv[0]](

@@ -48,7 +48,7 @@ WorkerExit FromProto(const pb::WorkerExited& exited) {
 }
 
 AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request,
-                                    const std::string& job_id) {
+                                    const std::string& run_id) {
   AgentInfo info;
   info.machine_rank = request.machine_rank();
   info.hostname = TerminalSafe(Bounded(request.hostname(), kNameBytes));
@@ -64,11 +64,12 @@ AgentInfo AgentInfoFromRegistration(const pb::AgentRegistration& request,
   info.captures_before_stop = request.captures_before_stop();
   info.spare = request.spare();
   info.health_problem = OneLine(request.health_problem());
-  // One generation's report, of this job; anything else is ignored (a new
+  // One generation's report, of this run; anything else is ignored (a new
   // agent reads what an earlier one kept on disk, which may be of an
-  // earlier job on this address, with the same generation numbers).
+  // earlier job on this address, or of an earlier run of a job whose id
+  // TRL_JOB_ID fixed, with the same generation numbers).
   for (const auto& exited : request.last_generation_exits()) {
-    if (request.report_job_id() != job_id) break;
+    if (run_id.empty() || request.report_run_id() != run_id) break;
     if (info.report_generation < 0)
       info.report_generation = exited.generation();
     if (exited.generation() == info.report_generation &&

@@ -37,11 +37,11 @@ std::string ProgressLine(const std::string& text);
 WorkerExit FromProto(const trl::launch::v1::WorkerExited& exited);
 
 // The registration as the state machine takes it: the report of one
-// generation's exits of job `job_id` (of local ranks it has), the lease,
-// the fingerprint.
+// generation's exits of run `run_id` of the job (of local ranks it has),
+// the lease, the fingerprint.
 AgentInfo AgentInfoFromRegistration(
     const trl::launch::v1::AgentRegistration& request,
-    const std::string& job_id);
+    const std::string& run_id);
 
 }  // namespace trl
 

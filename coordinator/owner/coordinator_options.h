@@ -42,6 +42,8 @@ struct CoordinatorOptions {
   // take its place).
   bool worker_argv_runs_python = false;
   std::string job_id;
+  // This run of the job (JobRecord::run_id), sent with each assignment.
+  std::string run_id;
   // --log_dir, absolute (empty: none): sent with each assignment, for the
   // agents that have none of their own.
   std::string log_dir;

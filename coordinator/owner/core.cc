@@ -38,7 +38,7 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       waiting_report_(options_.waiting_report_interval, options_.agent_command,
                       options_.policy.registration_timeout),
       record_(options_.state_file, options_.job_id, options_.identity, clock_,
-              wall_clock_, work_.AsOffload()),
+              wall_clock_, work_.AsOffload(), options_.run_id),
       preparer_(options_, std::move(rendezvous), clock_, machine_, agents_,
                 record_, journal_, work_.AsOffload(),
                 [this](const Decision& decision) { Execute(decision); }) {

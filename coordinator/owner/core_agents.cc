@@ -18,7 +18,7 @@ namespace pb = trl::launch::v1;
 void CoordinatorCore::HandleRegistration(AgentLink* link,
                                          const pb::AgentRegistration& request) {
   if (agents_.KeyOf(link)) return;  // registers once per stream
-  const AgentInfo info = AgentInfoFromRegistration(request, options_.job_id);
+  const AgentInfo info = AgentInfoFromRegistration(request, options_.run_id);
   if (const auto& outcome = machine_.outcome(); outcome) {
     // The job ended while this agent was away (frozen, cut off, or its
     // coordinator frozen): it learns how, and leaves with the job's code,

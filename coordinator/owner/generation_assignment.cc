@@ -30,6 +30,7 @@ GenerationAssignment::GenerationAssignment(const CoordinatorOptions& options,
   const Environment job_env = BuildJobEnvironment(options.config, inputs);
   pb::Assignment* assignment = message_.mutable_assignment();
   assignment->set_job_id(options.job_id);
+  assignment->set_run_id(options.run_id);
   assignment->set_generation(start.generation);
   assignment->set_stop_grace_s(
       std::chrono::duration<double>(options.policy.stop_grace).count());

@@ -4,6 +4,8 @@
 #include <openssl/sha.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -59,6 +61,27 @@ absl::StatusOr<std::string> NewJobId() {
                          bytes[3]);
 }
 
+std::string NewRunId() {
+  unsigned char bytes[8] = {};
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  ssize_t got = 0;
+  if (fd >= 0) {
+    got = read(fd, bytes, sizeof(bytes));
+    close(fd);
+  }
+  if (got != static_cast<ssize_t>(sizeof(bytes))) {
+    // No /dev/urandom: the clock and the pid tell runs apart well enough.
+    const uint64_t mixed =
+        static_cast<uint64_t>(
+            std::chrono::system_clock::now().time_since_epoch().count()) ^
+        (static_cast<uint64_t>(getpid()) << 40);
+    for (int i = 0; i < 8; ++i) bytes[i] = (mixed >> (8 * i)) & 0xff;
+  }
+  std::string id;
+  for (unsigned char b : bytes) absl::StrAppendFormat(&id, "%02x", b);
+  return id;
+}
+
 std::string JobIdentity(const std::vector<std::string>& argv,
                         const AccelerateConfig& config) {
   std::string text = absl::StrJoin(argv, "\x1f");
@@ -102,6 +125,7 @@ void ChooseStateFile(const std::string& state_file, const std::string& host,
   } else if (*previous && (*previous)->identity == options->identity) {
     options->resume = *previous;
     options->job_id = (*previous)->job_id;
+    if (!(*previous)->run_id.empty()) options->run_id = (*previous)->run_id;
     log->info("resuming job {} after generation {} ({} restarts used), from {}",
               options->job_id, (*previous)->generation,
               (*previous)->restarts_used, options->state_file);

@@ -23,6 +23,9 @@ absl::StatusOr<JobPolicy> JobPolicyFromFlags(const LaunchOptions& flags);
 // directories), else "trl-" and 8 random hex digits.
 absl::StatusOr<std::string> NewJobId();
 
+// A run id (JobRecord::run_id): 16 random hex digits.
+std::string NewRunId();
+
 // What makes a job the same job: its command and the settings every machine
 // agrees on (a SHA-256 prefix, the same for every build).
 std::string JobIdentity(const std::vector<std::string>& argv,

@@ -16,9 +16,11 @@ std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("coord"); }
 
 JobRecordKeeper::JobRecordKeeper(std::string state_file, std::string job_id,
                                  std::string identity, Clock clock,
-                                 WallClock wall_clock, Offload offload)
+                                 WallClock wall_clock, Offload offload,
+                                 std::string run_id)
     : path_(std::move(state_file)),
       job_id_(std::move(job_id)),
+      run_id_(std::move(run_id)),
       identity_(std::move(identity)),
       clock_(std::move(clock)),
       wall_clock_(std::move(wall_clock)),
@@ -43,6 +45,7 @@ JobRecord JobRecordKeeper::RecordOf(const JobStateMachine& machine,
                                     int64_t generation) const {
   JobRecord record;
   record.job_id = job_id_;
+  record.run_id = run_id_;
   record.generation = generation;
   record.restarts_used = machine.restarts_used();
   record.identity = identity_;

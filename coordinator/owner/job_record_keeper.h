@@ -33,7 +33,7 @@ class JobRecordKeeper {
   // `state_file` empty: nothing is kept (every write is a no-op).
   JobRecordKeeper(std::string state_file, std::string job_id,
                   std::string identity, Clock clock, WallClock wall_clock,
-                  Offload offload);
+                  Offload offload, std::string run_id = "");
 
   bool keeps() const { return !path_.empty(); }
   const std::string& path() const { return path_; }
@@ -64,6 +64,7 @@ class JobRecordKeeper {
 
   const std::string path_;
   const std::string job_id_;
+  const std::string run_id_;
   const std::string identity_;
   const Clock clock_;
   const WallClock wall_clock_;

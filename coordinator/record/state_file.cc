@@ -55,10 +55,12 @@ absl::Status SaveJobRecord(const std::string& path, const JobRecord& record) {
   std::error_code ignored;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(),
                                       ignored);
-  std::string text = absl::StrCat(
-      "job_id ", record.job_id, "\ngeneration ", record.generation,
-      "\nrestarts_used ", record.restarts_used, "\nidentity ", record.identity,
-      "\nnot_before_unix_ms ", record.not_before_unix_ms, "\n");
+  std::string text =
+      absl::StrCat("job_id ", record.job_id, "\nrun_id ",
+                   record.run_id.empty() ? "-" : record.run_id, "\ngeneration ",
+                   record.generation, "\nrestarts_used ", record.restarts_used,
+                   "\nidentity ", record.identity, "\nnot_before_unix_ms ",
+                   record.not_before_unix_ms, "\n");
   const size_t first = record.failures.size() > JobRecord::kFailuresKept
                            ? record.failures.size() - JobRecord::kFailuresKept
                            : 0;
@@ -152,6 +154,11 @@ absl::StatusOr<std::optional<JobRecord>> LoadJobRecord(
     fields[key] = line.substr(space + 1);
   }
   record.job_id = fields["job_id"];
+  // An older state file has none: the resumed run gets a new one.
+  if (fields.count("run_id") && fields["run_id"] != "-") {
+    record.run_id = fields["run_id"];
+    malformed = malformed || !IsValidJobId(record.run_id);
+  }
   record.identity = fields["identity"];
   if (fields.count("not_before_unix_ms") &&
       !absl::SimpleAtoi(fields["not_before_unix_ms"],

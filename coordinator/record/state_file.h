@@ -22,6 +22,10 @@ namespace trl {
 
 struct JobRecord {
   std::string job_id;
+  // This run of the job: random when a coordinator starts it afresh, kept
+  // by one that resumes it. Agents' reports name it: a job id may be used
+  // again (TRL_JOB_ID), a run id is not.
+  std::string run_id;
   int64_t generation = -1;
   int restarts_used = 0;
   // A digest of the command and the config fingerprint: a coordinator

@@ -31,7 +31,7 @@ TEST(ExitLedgerRecordTest, StartsAndExitsReadBackAsWritten) {
   const LedgerStart start{"job-7", 12, 3, 4242, 987654321ULL};
   const auto parsed = ParseStart(FormatStart(start));
   ASSERT_TRUE(parsed.has_value());
-  EXPECT_EQ(parsed->job_id, "job-7");
+  EXPECT_EQ(parsed->run_id, "job-7");
   EXPECT_EQ(parsed->generation, 12);
   EXPECT_EQ(parsed->local_rank, 3);
   EXPECT_EQ(parsed->pid, 4242);
@@ -75,7 +75,7 @@ TEST(ExitLedgerRecordTest, TheReportIsTheNewestGenerationOfItsJob) {
       {{"job", 2, 2, 22, 2}, LedgerExit{0, 0}},
   };
   const LedgerReport report = ChooseReport(entries);
-  EXPECT_EQ(report.job_id, "job");
+  EXPECT_EQ(report.run_id, "job");
   EXPECT_EQ(report.generation, 2);
   ASSERT_EQ(report.exits.size(), 2u);
   EXPECT_TRUE(report.exits.count(0));
@@ -154,7 +154,7 @@ TEST_F(ExitLedgerTest, ALaterAgentReadsTheExitsTheAgentKept) {
   // An exit of a generation that has no start here is not kept.
   ledger.RecordExit(3, 0, LedgerExit{9, 0});
   const LedgerReport report = ExitLedger(root_, kCoordinator, 1, kHost).Read();
-  EXPECT_EQ(report.job_id, "job");
+  EXPECT_EQ(report.run_id, "job");
   EXPECT_EQ(report.generation, 4);
   ASSERT_EQ(report.exits.size(), 2u);
   EXPECT_EQ(report.exits.at(1).exit_code, 2);

@@ -68,6 +68,7 @@ class AgentCoreTest : public ::testing::Test {
     pb::CoordinatorMessage message;
     auto* a = message.mutable_assignment();
     a->set_job_id(job_id);
+    a->set_run_id("run-of-" + job_id);
     a->set_generation(generation);
     a->set_machine_rank(1);
     a->set_rank_offset(2);
@@ -557,9 +558,9 @@ TEST_F(AgentCoreTest, AnExitFromBeforeTheStopReadAfterTheLossIsCarried) {
   EXPECT_EQ(hello.registration().last_generation_exits(0).exit_code(), 0);
 }
 
-TEST_F(AgentCoreTest, TheReportNamesItsJob) {
-  // The coordinator takes a report of its own job only: a new agent may
-  // carry what an agent of an earlier job on the same address kept.
+TEST_F(AgentCoreTest, TheReportNamesItsRun) {
+  // The coordinator takes a report of its own run only: a new agent may
+  // carry what an agent of an earlier run on the same address kept.
   Start();
   Reply(true);
   Assign(4, "job-9");
@@ -569,12 +570,12 @@ TEST_F(AgentCoreTest, TheReportNamesItsJob) {
   EXPECT_FALSE(core_.OwnExit(4, 1).has_value());
   core_.AfterSession(core_.StreamEnded());
   const pb::AgentMessage hello = Start(10000);
-  EXPECT_EQ(hello.registration().report_job_id(), "job-9");
+  EXPECT_EQ(hello.registration().report_run_id(), "run-of-job-9");
   // Nothing to report, no job named.
   Reply(true, 0, 10001);
   Assign(5, "job-9", 10002);
   core_.AfterSession(core_.StreamEnded());
-  EXPECT_EQ(Start(20000).registration().report_job_id(), "");
+  EXPECT_EQ(Start(20000).registration().report_run_id(), "");
 }
 
 TEST(AgentCoreCarryTest, ANewAgentCarriesWhatAnEarlierAgentKept) {
@@ -586,17 +587,17 @@ TEST(AgentCoreCarryTest, ANewAgentCarriesWhatAnEarlierAgentKept) {
   exits[0].set_local_rank(0);
   exits[1].set_local_rank(1);
   exits[1].set_exit_code(3);
-  core.CarryEarlierExits("job-2", 7, exits);
+  core.CarryEarlierExits("run-2", 7, exits);
   const pb::AgentMessage hello =
       core.StartSession(pb::AgentRegistration(), AgentCore::Time{});
-  EXPECT_EQ(hello.registration().report_job_id(), "job-2");
+  EXPECT_EQ(hello.registration().report_run_id(), "run-2");
   ASSERT_EQ(hello.registration().last_generation_exits_size(), 2);
   EXPECT_EQ(hello.registration().last_generation_exits(0).generation(), 7);
   EXPECT_EQ(hello.registration().last_generation_exits(1).exit_code(), 3);
   // Once a session ran, the agent's own word counts, not the disk's.
   AgentCore later{AgentCoreSettings{}};
   later.StartSession(pb::AgentRegistration(), AgentCore::Time{});
-  later.CarryEarlierExits("job-2", 7, exits);
+  later.CarryEarlierExits("run-2", 7, exits);
   EXPECT_TRUE(later.OwnExitsOfLastGeneration().empty());
 }
 

@@ -123,7 +123,7 @@ TEST(OneLineTest, AnAgentsNamesAndReasonsReachNoTerminalRaw) {
       "eth\xE2\x80\xAE"
       "0");
   registration.set_local_world_size(1);
-  const AgentInfo info = AgentInfoFromRegistration(registration, "job");
+  const AgentInfo info = AgentInfoFromRegistration(registration, "run");
   EXPECT_EQ(info.hostname, "node ]52;c;ZXZpbA== 02");
   EXPECT_EQ(info.interface_name, "eth 0");
   pb::WorkerExited exited;
@@ -138,9 +138,9 @@ TEST(OneLineTest, AnAgentsNamesAndReasonsReachNoTerminalRaw) {
 
 // A new agent reports what an earlier agent of its machine kept on disk
 // (agent/cleanup/exit_ledger.h): an earlier job on the same coordinator
-// address numbers its generations the same, so only this job's report
-// counts.
-TEST(RegistrationReportTest, OnlyThisJobsExitsAreTaken) {
+// address, or an earlier run of a job whose id TRL_JOB_ID fixed, numbers
+// its generations the same, so only this run's report counts.
+TEST(RegistrationReportTest, OnlyThisRunsExitsAreTaken) {
   pb::AgentRegistration registration;
   registration.set_local_world_size(2);
   for (int local : {0, 1}) {
@@ -148,16 +148,18 @@ TEST(RegistrationReportTest, OnlyThisJobsExitsAreTaken) {
     exited->set_generation(3);
     exited->set_local_rank(local);
   }
-  registration.set_report_job_id("job-a");
-  const AgentInfo same = AgentInfoFromRegistration(registration, "job-a");
+  registration.set_report_run_id("run-a");
+  const AgentInfo same = AgentInfoFromRegistration(registration, "run-a");
   EXPECT_EQ(same.report_generation, 3);
   EXPECT_EQ(same.reported_exits.size(), 2u);
-  const AgentInfo other = AgentInfoFromRegistration(registration, "job-b");
+  const AgentInfo other = AgentInfoFromRegistration(registration, "run-b");
   EXPECT_EQ(other.report_generation, -1);
   EXPECT_TRUE(other.reported_exits.empty());
-  registration.clear_report_job_id();
+  registration.clear_report_run_id();
   EXPECT_TRUE(
-      AgentInfoFromRegistration(registration, "job-a").reported_exits.empty());
+      AgentInfoFromRegistration(registration, "run-a").reported_exits.empty());
+  EXPECT_TRUE(
+      AgentInfoFromRegistration(registration, "").reported_exits.empty());
 }
 
 TEST(OneLineTest, OtherCharactersStay) {

@@ -47,6 +47,37 @@ TEST(JobStateFileTest, RoundTripsAndLeavesNoTempFile) {
   EXPECT_FALSE(loaded->has_value());
 }
 
+TEST(JobStateFileTest, KeepsTheRunIdAndReadsAnOlderFileWithout) {
+  // A resumed coordinator keeps the run id its agents' exit reports name;
+  // a file written before run ids has none (the resumed run gets a new
+  // one), and a run id that is no id is refused.
+  const std::string path = TempPath("run.state");
+  JobRecord record = Record("job-1", 2, 0, "abc");
+  record.run_id = "0123456789abcdef";
+  ASSERT_TRUE(SaveJobRecord(path, record).ok());
+  auto loaded = LoadJobRecord(path);
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ((*loaded)->run_id, "0123456789abcdef");
+  record.run_id.clear();
+  ASSERT_TRUE(SaveJobRecord(path, record).ok());
+  loaded = LoadJobRecord(path);
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ((*loaded)->run_id, "");
+  {
+    std::ofstream older(path, std::ios::trunc);
+    older << "job_id job-1\nrun_id ../x\ngeneration 2\nrestarts_used 0\n";
+  }
+  EXPECT_FALSE(LoadJobRecord(path).ok());
+  {
+    std::ofstream older(path, std::ios::trunc);
+    older << "job_id job-1\ngeneration 2\nrestarts_used 0\nidentity abc\n";
+  }
+  loaded = LoadJobRecord(path);
+  ASSERT_TRUE(loaded.ok() && loaded->has_value()) << loaded.status();
+  EXPECT_EQ((*loaded)->run_id, "");
+  RemoveJobRecord(path);
+}
+
 TEST(JobStateFileTest, KeepsWhereEachMachineRan) {
   const std::string path = TempPath("hosts.state");
   JobRecord record = Record("job-1", 2, 0, "abc");
