@@ -53,6 +53,45 @@ class FencingTest : public LauncherTest {
     }
     return false;
   }
+
+  struct FrozenAsEveryRankExits {
+    std::vector<std::string> flags;
+    std::unique_ptr<Subprocess> frozen;  // machine 1's agent, stopped
+    std::unique_ptr<Subprocess> coord;
+  };
+  // A job of 2 machines x 2 workers whose workers wait for a file, then
+  // exit 0: machine 1's agent is frozen (SIGSTOP) as they exit, and the
+  // coordinator loses machine 1 (a failure if not).
+  FrozenAsEveryRankExits FreezeMachineOneAsEveryRankExitsZero(
+      const std::string& max_restarts) {
+    FrozenAsEveryRankExits job;
+    go_ = ::testing::TempDir() + "/trl-fence-go-" + std::to_string(port_);
+    std::filesystem::remove(go_);
+    job.flags = {"--heartbeat_interval", "0.2",        "--lease",    "2",
+                 "--max_restarts",       max_restarts, "--no_python"};
+    const std::vector<std::string> worker = {
+        "/bin/sh", "-c",
+        "echo start gen $TRL_GENERATION rank $RANK pid $$; while [ ! -e " +
+            go_ + " ]; do sleep 0.05; done; exit 0"};
+    job.frozen = StartAgent(2, 4, 1, job.flags);
+    job.coord = StartCoordinator(2, 4, worker, job.flags);
+    if (!PrintedGenerationZeroStarts(*job.frozen, {2, 3})) {
+      ADD_FAILURE() << "no start of ranks 2-3:\n"
+                    << job.frozen->Output() << job.coord->Output();
+      return job;
+    }
+    job.frozen->Signal(SIGSTOP);
+    std::ofstream(go_).put('1');
+    if (!job.coord->WaitForOutput("machine 1 is lost", seconds(20))) {
+      ADD_FAILURE() << "machine 1 was not lost:\n" << job.coord->Output();
+    }
+    return job;
+  }
+  void TearDown() override {
+    if (!go_.empty()) std::filesystem::remove(go_);
+    LauncherTest::TearDown();
+  }
+  std::string go_;
 };
 
 TEST_F(FencingTest, AFrozenAgentsWorkersEndAtItsLeaseWithoutIt) {
@@ -139,34 +178,18 @@ TEST_F(FencingTest, RanksThatExitedZeroWhileTheirAgentWasFrozenSucceedOnce) {
   // reported failed ("came back without the outcome of every worker"), or
   // run a second time with a restart left. (On loopback the agent here
   // reads the exits first; AgentCoreTest pins the other order.)
-  const std::string go =
-      ::testing::TempDir() + "/trl-fence-go-" + std::to_string(port_);
-  std::filesystem::remove(go);
-  const std::vector<std::string> flags = {
-      "--heartbeat_interval", "0.2", "--lease",    "2",
-      "--max_restarts",       "1",   "--no_python"};
-  const std::vector<std::string> worker = {
-      "/bin/sh", "-c",
-      "echo start gen $TRL_GENERATION rank $RANK pid $$; while [ ! -e " + go +
-          " ]; do sleep 0.05; done; exit 0"};
-  auto frozen = StartAgent(2, 4, 1, flags);
-  auto coord = StartCoordinator(2, 4, worker, flags);
-  ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
-      << frozen->Output() << coord->Output();
-  frozen->Signal(SIGSTOP);
-  std::ofstream(go).put('1');
-  ASSERT_TRUE(coord->WaitForOutput("machine 1 is lost", seconds(20)))
-      << coord->Output();
+  FrozenAsEveryRankExits job = FreezeMachineOneAsEveryRankExitsZero("1");
+  ASSERT_FALSE(HasFailure());
   // Past the lease and the fence: the thawed agent's lease has run out.
   std::this_thread::sleep_for(seconds(3));
-  frozen->Signal(SIGCONT);
-  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output() << frozen->Output();
-  EXPECT_EQ(frozen->Wait(seconds(30)), 0) << frozen->Output();
-  const std::string all = coord->Stdout() + frozen->Stdout();
+  job.frozen->Signal(SIGCONT);
+  EXPECT_EQ(job.coord->Wait(seconds(30)), 0)
+      << job.coord->Output() << job.frozen->Output();
+  EXPECT_EQ(job.frozen->Wait(seconds(30)), 0) << job.frozen->Output();
+  const std::string all = job.coord->Stdout() + job.frozen->Stdout();
   EXPECT_EQ(all.find("start gen 1"), std::string::npos)
       << "the job ran a second time:\n"
       << all;
-  std::filesystem::remove(go);
 }
 
 TEST_F(FencingTest, RanksThatExitedZeroBeforeTheirFrozenAgentWasKilledSucceed) {
@@ -176,38 +199,22 @@ TEST_F(FencingTest, RanksThatExitedZeroBeforeTheirFrozenAgentWasKilledSucceed) {
   // of machine 1 on this host reports them, and the job succeeds, once.
   // It was reported failed: "came back without the outcome of every
   // worker" (nemesis seed 3, a budget-0 job with a spare).
-  const std::string go =
-      ::testing::TempDir() + "/trl-fence-go-kill-" + std::to_string(port_);
-  std::filesystem::remove(go);
-  const std::vector<std::string> flags = {
-      "--heartbeat_interval", "0.2", "--lease",    "2",
-      "--max_restarts",       "0",   "--no_python"};
-  const std::vector<std::string> worker = {
-      "/bin/sh", "-c",
-      "echo start gen $TRL_GENERATION rank $RANK pid $$; while [ ! -e " + go +
-          " ]; do sleep 0.05; done; exit 0"};
-  auto frozen = StartAgent(2, 4, 1, flags);
-  auto coord = StartCoordinator(2, 4, worker, flags);
-  ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
-      << frozen->Output() << coord->Output();
-  frozen->Signal(SIGSTOP);
-  std::ofstream(go).put('1');
-  ASSERT_TRUE(coord->WaitForOutput("machine 1 is lost", seconds(20)))
-      << coord->Output();
-  frozen->Signal(SIGKILL);
-  frozen->Wait(seconds(10));
-  auto again = StartAgent(2, 4, 1, flags);
-  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output() << again->Output();
+  FrozenAsEveryRankExits job = FreezeMachineOneAsEveryRankExitsZero("0");
+  ASSERT_FALSE(HasFailure());
+  job.frozen->Signal(SIGKILL);
+  job.frozen->Wait(seconds(10));
+  auto again = StartAgent(2, 4, 1, job.flags);
+  EXPECT_EQ(job.coord->Wait(seconds(30)), 0)
+      << job.coord->Output() << again->Output();
   EXPECT_EQ(again->Wait(seconds(30)), 0) << again->Output();
   EXPECT_NE(again->Output().find("left the exits of 2 worker(s) of "
                                  "generation 0"),
             std::string::npos)
       << again->Output();
-  const std::string all = coord->Stdout() + again->Stdout();
+  const std::string all = job.coord->Stdout() + again->Stdout();
   EXPECT_EQ(all.find("start gen 1"), std::string::npos)
       << "the job ran a second time:\n"
       << all;
-  std::filesystem::remove(go);
 }
 
 TEST_F(FencingTest, AThawedAgentStartsNoGenerationItWasSentWhileFrozen) {
