@@ -29,6 +29,9 @@
 #                      generation's first worker (born.* markers, written
 #                      before torch is imported) to the end of the last of
 #                      node02's old workers; 0 when they ended first.
+#   trl_spare_agent_killed  the same, but node02's trl-agent alone is killed
+#                      (SIGKILL): its workers die with it (PR_SET_PDEATHSIG),
+#                      the coordinator sees its stream end at once.
 # The spare variants run only when trl-agent has --spare. Prints each run,
 # then one JSON line per variant (median, min, max, runs, ratio to
 # trl_spare or, without spares, to trl_elastic); with BENCH_RAW the JSON
@@ -88,6 +91,14 @@ freeze_agent_of() {
     >/dev/null 2>&1 &
   echo "$agent"
 }
+# kill_agent_of HOST: SIGKILL of the trl-agent of test host HOST alone.
+kill_agent_of() {
+  local p
+  for p in $(testhosts_pids "$1"); do
+    [ "$(cat /proc/$p/comm 2>/dev/null)" = trl-agent ] && { kill -9 "$p"; return 0; }
+  done
+  return 1
+}
 markers() { cat "$1"/start.* 2>/dev/null; }
 count_markers() { [ "$(markers "$1" | awk -v t="$2" '$1 > t' | wc -l)" -ge "$3" ]; }
 # The time of the last rank of the first complete generation after time
@@ -123,6 +134,8 @@ measure() {
     killed_at=$(now)
     if [ "${LOSS:-kill}" = freeze_agent ]; then
       frozen=$(freeze_agent_of 2 "$marks") || { echo "$name: no agent on node02" >&2; rc=1; }
+    elif [ "${LOSS:-kill}" = kill_agent ]; then
+      kill_agent_of 2 || { echo "$name: no agent on node02" >&2; rc=1; }
     else
       kill_host 2 || { echo "$name: node02 not emptied" >&2; rc=1; }
     fi
@@ -217,7 +230,7 @@ variants=()
 variants+=(trl_elastic torchrun torchrun_tuned)
 [ $have_spare = 1 ] && variants+=(trl_spare_tuned)
 variants+=(trl_elastic_tuned)
-[ $have_spare = 1 ] && variants+=(trl_spare_default trl_spare_frozen)
+[ $have_spare = 1 ] && variants+=(trl_spare_default trl_spare_frozen trl_spare_agent_killed)
 [ $have_spare = 1 ] || echo "trl-agent has no --spare: the spare variants are not run"
 # BENCH_VARIANTS="a b": only these.
 [ -n "${BENCH_VARIANTS:-}" ] && read -r -a variants <<<"$BENCH_VARIANTS"
@@ -234,6 +247,7 @@ for i in $(seq 1 "$runs"); do
       trl_elastic_tuned) t=$(run_trl "$v" $port elastic 0.5 "${trl_tuned[@]}") ;;
       trl_spare_default) t=$(run_trl "$v" $port spare default) ;;
       trl_spare_frozen) t=$(LOSS=freeze_agent run_trl "$v" $port spare default) ;;
+      trl_spare_agent_killed) t=$(LOSS=kill_agent run_trl "$v" $port spare default) ;;
       torchrun) t=$(run_torchrun "$v" $port) ;;
       torchrun_tuned) t=$(run_torchrun "$v" $port --monitor_interval 0.1 \
         --rdzv_conf=join_timeout=60,last_call_timeout=1,close_timeout=5) ;;

@@ -51,6 +51,7 @@ mutants=(
   "ledger-guardian-blind~cxx~agent/cleanup/job_guardian.cc~s/^    ends.KeepEndsOfZombiesOf(daemon);/    (void)ends;/~FencingTest.RanksThatExitedZeroBeforeTheirFrozenAgentWasKilledSucceed~"
   "ledger-stop-ignored~cxx~agent/cleanup/exit_ledger.cc~s/      if (!exit || Stopping(watched.dir, start.generation) ||/      if (!exit ||/~ExitLedgerTest.NoEndIsKeptOnceTheAgentBeganToStopItsWorkers~"
   "ledger-leader-alone-trusted~cxx~agent/cleanup/exit_ledger.cc~s/      if (links.threads != 1 || !MayReadExitCodeOf(start.pid)) continue;/      if (!MayReadExitCodeOf(start.pid)) continue;/~ExitLedgerTest.ALeaderThatEndedAloneIsNeverTakenForTheProcess~"
+  "ledger-planted-dir-used~cxx~agent/cleanup/exit_ledger.cc~s/  return lstat(dir.c_str(), \&info) == 0 \&\& S_ISDIR(info.st_mode) \&\&/  return true || lstat(dir.c_str(), \&info) == 0 \&\& S_ISDIR(info.st_mode) \&\&/~ExitLedgerTest.APlantedDirectoryIsNeverUsed~"
   "ledger-report-of-another-run~cxx~coordinator/owner/agent_input.cc~s/    if (run_id.empty() || request.report_run_id() != run_id) break;/    (void)run_id;/~RegistrationReportTest.OnlyThisRunsExitsAreTaken~"
   "replacement-before-old-lease~cxx~coordinator/job/membership.cc~s/  return now >= machines_.ReplacementsAllowedAt();/  return true;/~JobRestartTest.AnotherAgentGetsALostMachinesRanksOnlyAfterItsLease~"
   "generation-started-unpersisted~cxx~coordinator/owner/generation_preparer.cc~s/  if (!prepared.kept.ok()) {/  if (false) {/~JobPersistenceTest.AGenerationThatCannotBeKeptDoesNotStart~"

@@ -143,6 +143,16 @@ bool MayReadExitCodeOf(pid_t pid) {
   return ids_are("\nUid:", geteuid()) && ids_are("\nGid:", getegid());
 }
 
+// Creates `dir` (mode 0700) if missing, its parent not, and checks that it
+// is a directory of ours that nobody else may enter: a directory of that
+// name another user planted in a shared /tmp is refused (nothing is kept).
+bool MadeOwnDirectory(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  struct stat info;
+  return lstat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode) &&
+         info.st_uid == geteuid() && (info.st_mode & 077) == 0;
+}
+
 bool Stopping(const std::string& dir, int64_t generation) {
   struct stat info;
   return lstat(absl::StrCat(dir, "/", kStoppingPrefix, generation).c_str(),
@@ -243,19 +253,15 @@ LedgerReport ChooseReport(
 std::string DefaultLedgerRoot() {
   // Local to the machine: a home directory shared over NFS would have
   // every guardian of a large job list every host's ledgers ten times a
-  // second.
+  // second. Nothing is created here (BeginGeneration does).
   const char* tmp = std::getenv("TMPDIR");
   const std::string base = tmp != nullptr && *tmp == '/' ? tmp : "/tmp";
-  const std::string dir = absl::StrCat(base, "/trl-launch-", geteuid());
-  // Another user's directory of that name (planted in a shared /tmp) is
-  // refused: nothing is kept then.
-  if (!EnsurePrivateDirectory(dir).ok()) return "";
-  const std::string root = dir + "/exits";
-  return EnsurePrivateDirectory(root).ok() ? root : "";
+  return absl::StrCat(base, "/trl-launch-", geteuid(), "/exits");
 }
 
 ExitLedger::ExitLedger(std::string root, absl::string_view coordinator,
-                       int machine_rank, absl::string_view host_id) {
+                       int machine_rank, absl::string_view host_id)
+    : root_(root) {
   // Without a host id, no later agent could tell this host's from another's.
   if (!root.empty() && machine_rank >= 0 && !host_id.empty()) {
     dir_ = absl::StrCat(root, "/",
@@ -270,7 +276,11 @@ void ExitLedger::BeginGeneration(
   Clear();
   // A coordinator that names no run (another build) gets nothing kept.
   if (!IsValidJobId(run_id)) return;
-  if (!EnsurePrivateDirectory(dir_).ok()) return;
+  const std::string parent = fs::path(root_).parent_path().string();
+  if (!MadeOwnDirectory(parent) || !MadeOwnDirectory(root_) ||
+      !MadeOwnDirectory(dir_)) {
+    return;
+  }
   for (const auto& [local_rank, pid] : workers) {
     ProcessLinks links;
     if (!ReadProcessLinks(pid, &links)) continue;  // gone: the agent reaps it
@@ -308,6 +318,21 @@ void ExitLedger::Clear() const {
   if (dir_.empty()) return;
   std::error_code ignored;
   fs::remove_all(dir_, ignored);
+}
+
+void ExitLedger::RemoveIfUnused() const {
+  Clear();
+  if (root_.empty()) return;
+  // Only when empty (rmdir: other agents' ledgers keep them), and only
+  // our own (not what another user planted under that name).
+  for (const std::string& dir :
+       {root_, fs::path(root_).parent_path().string()}) {
+    struct stat info;
+    if (lstat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
+        info.st_uid != geteuid() || rmdir(dir.c_str()) != 0) {
+      return;
+    }
+  }
 }
 
 LedgerWatch::LedgerWatch(std::string root, std::string host_id)

@@ -86,8 +86,9 @@ LedgerReport ChooseReport(
 
 // --- On disk -------------------------------------------------------------
 
-// $TMPDIR (else /tmp)/trl-launch-<uid>/exits, created when missing; ""
-// when it cannot be ours alone (then nothing is kept).
+// $TMPDIR (else /tmp)/trl-launch-<uid>/exits; made (each level 0700 and
+// checked to be ours alone, else nothing is kept) only when a generation
+// starts.
 std::string DefaultLedgerRoot();
 
 class ExitLedger {
@@ -97,7 +98,8 @@ class ExitLedger {
              absl::string_view host_id);
 
   // A generation starts: what was kept of earlier ones is dropped, and each
-  // worker's start is written (start times read from /proc now).
+  // worker's start is written (start times read from /proc now). The
+  // directories are made here, each checked to be ours alone.
   void BeginGeneration(const std::string& run_id, int64_t generation,
                        const std::vector<std::pair<int, pid_t>>& workers) const;
   // The agent is about to signal the workers of `generation`.
@@ -107,12 +109,16 @@ class ExitLedger {
                   const LedgerExit& exit) const;
   // What an earlier agent kept; empty when nothing.
   LedgerReport Read() const;
-  // Drops everything (the agent ends in order).
+  // Drops everything.
   void Clear() const;
+  // The agent ends in order: drops everything, and the directories above
+  // if no other ledger is left there (nothing stays in a shared /tmp).
+  void RemoveIfUnused() const;
 
   const std::string& dir() const { return dir_; }
 
  private:
+  std::string root_;
   std::string dir_;  // "" when nothing is kept
 };
 

@@ -371,7 +371,7 @@ int Agent::Run() {
   // was kept for a later agent is of no use now.
   const int machine_rank = core_.With(
       [](AgentCore& core) { return core.spare() ? -1 : core.machine_rank(); });
-  ExitLedger(ledger_root, target, machine_rank, host_id).Clear();
+  ExitLedger(ledger_root, target, machine_rank, host_id).RemoveIfUnused();
   return exit_code;
 }
 

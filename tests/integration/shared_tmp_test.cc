@@ -67,7 +67,10 @@ TEST_F(LauncherTest, PlantedPathsInASharedTmpdirAreNeverUsed) {
       loot +
       " trl-demo-train/trl-victimjob; "
       "mkdir -m 777 trl-launch-m0-" +
-      std::to_string(getpid());
+      std::to_string(getpid()) +
+      // The exit ledger's place ($TMPDIR/trl-launch-<uid>/exits), the
+      // victim's uid (root here), made first and linked to the loot.
+      "; mkdir -m 777 trl-launch-0; ln -s " + loot + " trl-launch-0/exits";
   Subprocess attacker({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
                        "--clear-groups", "--", "/bin/sh", "-c", plant});
   ASSERT_EQ(attacker.Wait(seconds(10)), 0) << attacker.Output();

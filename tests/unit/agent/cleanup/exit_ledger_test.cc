@@ -100,7 +100,8 @@ class ExitLedgerTest : public ::testing::Test {
   void SetUp() override {
     std::string pattern = ::testing::TempDir() + "/trl-ledger-XXXXXX";
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
+    top_ = pattern;  // as $TMPDIR/trl-launch-<uid>: 0700, ours
+    root_ = top_ + "/exits";
   }
   void TearDown() override {
     for (pid_t pid : children_) {
@@ -108,7 +109,7 @@ class ExitLedgerTest : public ::testing::Test {
       waitpid(pid, nullptr, 0);
     }
     std::error_code ignored;
-    fs::remove_all(root_, ignored);
+    fs::remove_all(top_, ignored);
   }
 
   // A child that exits with `code` (or dies of `signal`) at once.
@@ -141,6 +142,7 @@ class ExitLedgerTest : public ::testing::Test {
     return links;
   }
 
+  std::string top_;
   std::string root_;
   std::vector<pid_t> children_;
 };
@@ -170,6 +172,7 @@ TEST_F(ExitLedgerTest, ALaterAgentReadsTheExitsTheAgentKept) {
 
 TEST_F(ExitLedgerTest, ANewGenerationDropsTheLastAndClearDropsAll) {
   const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+  const ExitLedger other(root_, kCoordinator, 2, kHost);
   ledger.BeginGeneration("job", 1, {{0, ChildThatSleeps()}});
   ledger.RecordExit(1, 0, LedgerExit{0, 0});
   ledger.BeginGeneration("job", 2, {{0, ChildThatSleeps()}});
@@ -179,6 +182,36 @@ TEST_F(ExitLedgerTest, ANewGenerationDropsTheLastAndClearDropsAll) {
   ledger.Clear();
   EXPECT_FALSE(fs::exists(ledger.dir()));
   EXPECT_EQ(ledger.Read().generation, -1);
+  // At an agent's orderly end nothing is left above it either, unless
+  // another agent's ledger is there.
+  other.BeginGeneration("job", 1, {{0, ChildThatSleeps()}});
+  ledger.RemoveIfUnused();
+  EXPECT_TRUE(fs::exists(other.dir()));
+  other.RemoveIfUnused();
+  EXPECT_FALSE(fs::exists(root_));
+  EXPECT_FALSE(fs::exists(top_));
+}
+
+TEST_F(ExitLedgerTest, APlantedDirectoryIsNeverUsed) {
+  // In a shared /tmp another user may make $TMPDIR/trl-launch-<uid> first
+  // (or link it somewhere): nothing is written there, nothing removed.
+  fs::remove_all(top_);
+  ASSERT_EQ(mkdir(top_.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(top_.c_str(), 0777), 0);
+  const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+  ledger.BeginGeneration("job", 1, {{0, ChildThatSleeps()}});
+  EXPECT_FALSE(fs::exists(root_));
+  ledger.RemoveIfUnused();
+  fs::remove_all(top_);
+  const std::string elsewhere = top_ + "-elsewhere";
+  ASSERT_TRUE(fs::create_directory(elsewhere));
+  fs::create_directory_symlink(elsewhere, top_);
+  ledger.BeginGeneration("job", 1, {{0, ChildThatSleeps()}});
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  ledger.RemoveIfUnused();
+  EXPECT_TRUE(fs::is_symlink(top_));
+  fs::remove(top_);
+  fs::remove_all(elsewhere);
 }
 
 TEST_F(ExitLedgerTest, AZombiesOwnEndIsKeptAsTheGuardianSeesIt) {
