@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -340,6 +342,20 @@ LedgerWatch::LedgerWatch(std::string root, std::string host_id)
       host_suffix_(host_id.empty() ? ""
                                    : absl::StrCat(".", HostHash(host_id))) {}
 
+namespace {
+
+// Whether zombie leader `pid`, with threads left, ended alone
+// (pthread_exit) rather than with its process. Looked at twice, 2 ms
+// apart: a thread takes its SIGKILL a moment before it is marked as
+// exiting.
+bool LeaderEndedAlone(pid_t pid) {
+  if (OtherThreadsAreEnding(pid)) return false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return !OtherThreadsAreEnding(pid);
+}
+
+}  // namespace
+
 int LedgerWatch::KeepEndsOfZombiesOf(pid_t parent) {
   if (root_.empty() || host_suffix_.empty()) return 0;
   std::map<std::string, Watched> now;
@@ -384,10 +400,21 @@ int LedgerWatch::KeepEndsOfZombiesOf(pid_t parent) {
       const auto done = written_.find(start.pid);
       if (done != written_.end() && done->second == start.start_time) continue;
       if (links.state != 'Z') continue;
-      // Its leader ended alone (pthread_exit): what /proc says is not the
-      // process's status, now or when its last thread ends.
+      if (links.threads != 1) {
+        // Its leader is a zombie with threads left. Either the process is
+        // ending (its exit, a fatal signal: the kernel has told each other
+        // thread to end, and the leader's exit_code is the process's
+        // status; read once they are gone), or the leader ended alone
+        // (pthread_exit) and /proc will never show the process's status,
+        // now or when its last thread ends: never written. Looked at
+        // twice (LeaderEndedAlone).
+        if (LeaderEndedAlone(start.pid)) {
+          written_[start.pid] = start.start_time;
+        }
+        continue;
+      }
       written_[start.pid] = start.start_time;
-      if (links.threads != 1 || !MayReadExitCodeOf(start.pid)) continue;
+      if (!MayReadExitCodeOf(start.pid)) continue;
       const std::optional<LedgerExit> exit =
           OwnEndFromWaitStatus(links.wait_status);
       const std::string path = absl::StrCat(

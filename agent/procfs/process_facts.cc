@@ -1,5 +1,6 @@
 #include "agent/procfs/process_facts.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -40,6 +41,44 @@ bool ReadProcessLinks(pid_t pid, ProcessLinks* links) {
   for (int field = 23; field <= 51 && rest; ++field) rest >> skipped;
   int status = -1;
   links->wait_status = (rest >> status) ? status : -1;
+  return true;
+}
+
+namespace {
+
+// Whether thread `tid` of `pid` is ending (OtherThreadsAreEnding).
+bool ThreadIsEnding(pid_t pid, const std::string& tid) {
+  const std::string task = "/proc/" + std::to_string(pid) + "/task/" + tid;
+  const std::string stat = ReadKernelFile(task + "/stat");
+  const size_t paren = stat.rfind(')');
+  if (stat.empty() || paren == std::string::npos) return true;  // gone
+  // After the ')': state (3), ppid, pgrp, session, tty_nr, tpgid, then 9:
+  // the kernel's flags word.
+  std::istringstream rest(stat.substr(paren + 1));
+  std::string skipped;
+  for (int field = 3; field <= 8 && rest; ++field) rest >> skipped;
+  unsigned long long flags = 0;
+  constexpr unsigned long long kExiting = 0x4;  // PF_EXITING
+  if ((rest >> flags) && (flags & kExiting) != 0) return true;
+  const std::string status = ReadKernelFile(task + "/status");
+  if (status.empty()) return true;
+  const size_t pending = status.find("\nSigPnd:");
+  if (pending == std::string::npos) return false;
+  std::istringstream mask(status.substr(pending + 8));
+  unsigned long long signals = 0;
+  constexpr unsigned long long kKill = 1ULL << (SIGKILL - 1);
+  return (mask >> std::hex >> signals) && (signals & kKill) != 0;
+}
+
+}  // namespace
+
+bool OtherThreadsAreEnding(pid_t pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(tasks, error)) {
+    const std::string tid = entry.path().filename().string();
+    if (tid != std::to_string(pid) && !ThreadIsEnding(pid, tid)) return false;
+  }
   return true;
 }
 

@@ -25,14 +25,22 @@ struct ProcessLinks {
   // A zombie's exit status, as waitpid(2) would give it (field 52,
   // exit_code: readable by its user); -1 when the kernel does not say.
   int wait_status = -1;
-  // Threads in its thread group (field 20): a zombie leader with more has
-  // ended alone (pthread_exit) and its wait_status is not the process's.
+  // Threads in its thread group (field 20). A zombie leader with more
+  // either ended alone (pthread_exit: its wait_status is not the
+  // process's) or ends with the rest (OtherThreadsAreEnding).
   long threads = 0;
 };
 
 // State, parent, process group and start time from /proc/PID/stat; false
 // if it is gone.
 bool ReadProcessLinks(pid_t pid, ProcessLinks* links);
+
+// Whether every thread of process `pid` but its leader is ending: it has
+// begun to exit (PF_EXITING), or has a SIGKILL waiting (what the kernel
+// gives each thread when the process exits or is killed), or is gone.
+// While a process ends this is true as long as its leader is a zombie
+// with threads left; after a pthread_exit of the leader, false.
+bool OtherThreadsAreEnding(pid_t pid);
 
 // Whether `pid` exists and is not a zombie (dead, not yet reaped).
 bool IsRunning(pid_t pid);
