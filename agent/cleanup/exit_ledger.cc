@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -337,10 +338,24 @@ void ExitLedger::RemoveIfUnused() const {
   }
 }
 
-LedgerWatch::LedgerWatch(std::string root, std::string host_id)
+bool KernelShowsProcessExitCode() {
+  static const bool shows = [] {
+    utsname name{};
+    int major = 0, minor = 0;
+    if (uname(&name) != 0 ||
+        std::sscanf(name.release, "%d.%d", &major, &minor) != 2) {
+      return false;
+    }
+    return major > 5 || (major == 5 && minor >= 17);
+  }();
+  return shows;
+}
+
+LedgerWatch::LedgerWatch(std::string root, std::string host_id,
+                         bool kernel_shows_process_exit_code)
     : root_(std::move(root)),
-      host_suffix_(host_id.empty() ? ""
-                                   : absl::StrCat(".", HostHash(host_id))) {}
+      host_suffix_(host_id.empty() ? "" : absl::StrCat(".", HostHash(host_id))),
+      kernel_shows_process_exit_code_(kernel_shows_process_exit_code) {}
 
 namespace {
 
@@ -401,15 +416,20 @@ int LedgerWatch::KeepEndsOfZombiesOf(pid_t parent) {
       if (done != written_.end() && done->second == start.start_time) continue;
       if (links.state != 'Z') continue;
       if (links.threads != 1) {
-        // Its leader is a zombie with threads left. Either the process is
-        // ending (its exit, a fatal signal: the kernel has told each other
-        // thread to end, and the leader's exit_code is the process's
-        // status; read once they are gone), or the leader ended alone
-        // (pthread_exit) and /proc will never show the process's status,
-        // now or when its last thread ends: never written. Looked at
-        // twice (LeaderEndedAlone).
-        if (LeaderEndedAlone(start.pid)) {
-          written_[start.pid] = start.start_time;
+        // Its leader is a zombie with threads left: the process is ending
+        // (its exit, a fatal signal: the kernel has told each other thread
+        // to end), or the leader ended alone (pthread_exit). Read once
+        // every thread has ended: a kernel of 5.17 or later then shows the
+        // process's status. An older one shows the leader's own: after a
+        // pthread_exit not the process's, now or ever (never written); as
+        // the process ends the same unless the leader ended alone first,
+        // which shows as 0 (a 0 read after this sight is not written).
+        if (!kernel_shows_process_exit_code_) {
+          if (LeaderEndedAlone(start.pid)) {
+            written_[start.pid] = start.start_time;
+          } else {
+            seen_ending_[start.pid] = start.start_time;
+          }
         }
         continue;
       }
@@ -417,6 +437,11 @@ int LedgerWatch::KeepEndsOfZombiesOf(pid_t parent) {
       if (!MayReadExitCodeOf(start.pid)) continue;
       const std::optional<LedgerExit> exit =
           OwnEndFromWaitStatus(links.wait_status);
+      const auto ending = seen_ending_.find(start.pid);
+      if (ending != seen_ending_.end() && ending->second == start.start_time &&
+          exit && exit->exit_code == 0 && exit->signal == 0) {
+        continue;  // maybe a leader's 0, not the process's (older kernels)
+      }
       const std::string path = absl::StrCat(
           watched.dir, "/",
           RecordName(start.generation, start.local_rank, kExitSuffix));

@@ -124,9 +124,18 @@ class ExitLedger {
 
 // For the guardian: the workers the ledgers of this host (under `root`)
 // started, watched for an end their parent has not reaped.
+// Whether this kernel is Linux 5.17 or later (LedgerWatch).
+bool KernelShowsProcessExitCode();
+
 class LedgerWatch {
  public:
-  LedgerWatch(std::string root, std::string host_id);
+  // `kernel_shows_process_exit_code`: whether /proc/PID/stat's exit_code
+  // of a zombie whose every thread has ended is the process's status
+  // (Linux 5.17 and later; KernelShowsProcessExitCode). Before, it is the
+  // leader's own, which differs when the leader ended alone first.
+  LedgerWatch(
+      std::string root, std::string host_id,
+      bool kernel_shows_process_exit_code = KernelShowsProcessExitCode());
 
   // Writes the exit of each worker of `parent` that is now a zombie, unless
   // it is no own end or its generation was being stopped (read after the
@@ -142,8 +151,11 @@ class LedgerWatch {
   };
   std::string root_;
   std::string host_suffix_;
+  bool kernel_shows_process_exit_code_;
   std::map<std::string, Watched> ledgers_;       // by directory name
   std::map<pid_t, unsigned long long> written_;  // pid -> start time
+  // Zombie leaders seen with threads left, all ending (pid -> start time).
+  std::map<pid_t, unsigned long long> seen_ending_;
 };
 
 // Removes the ledgers under `root` that nothing wrote to for `age`.

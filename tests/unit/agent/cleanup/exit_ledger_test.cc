@@ -148,6 +148,10 @@ class ExitLedgerTest : public ::testing::Test {
     return links;
   }
 
+  // A child whose main thread ends alone; its other thread exits 3 once
+  // `*go_write` is closed.
+  pid_t LeaderEndsAloneThenExits3(int* go_write);
+
   std::string top_;
   std::string root_;
   std::vector<pid_t> children_;
@@ -262,13 +266,13 @@ TEST_F(ExitLedgerTest, NoEndIsKeptOnceTheAgentBeganToStopItsWorkers) {
   EXPECT_TRUE(report.exits.count(0));
 }
 
-TEST_F(ExitLedgerTest, ALeaderThatEndedAloneIsNeverTakenForTheProcess) {
-  // A worker whose main thread ends first (pthread_exit) shows as a zombie
-  // with exit_code 0 while its other threads run on; the process's status
-  // is the last thread's exit (3 here), which /proc never shows. Seen so
-  // once, it is never written, not even after the process has ended.
+// A worker whose main thread ends first (pthread_exit): a zombie with
+// exit_code 0 while its other thread runs on; the process's status is the
+// last thread's exit (3 here). Linux 5.17 and later show that status once
+// every thread has ended; an older kernel never does (the leader's 0).
+pid_t ExitLedgerTest::LeaderEndsAloneThenExits3(int* go_write) {
   int go[2];
-  ASSERT_EQ(pipe(go), 0);
+  if (pipe(go) != 0) return -1;
   const pid_t pid = fork();
   if (pid == 0) {
     close(go[1]);
@@ -282,60 +286,85 @@ TEST_F(ExitLedgerTest, ALeaderThatEndedAloneIsNeverTakenForTheProcess) {
   }
   close(go[0]);
   children_.push_back(pid);
-  const ExitLedger ledger(root_, kCoordinator, 1, kHost);
-  ZombieLinks(pid, /*whole=*/false);
-  ledger.BeginGeneration("job", 8, {{0, pid}});
-  LedgerWatch watch(root_, kHost);
-  EXPECT_EQ(watch.KeepEndsOfZombiesOf(getpid()), 0);
-  close(go[1]);  // the last thread exits 3
-  siginfo_t info{};
-  ASSERT_EQ(waitid(P_PID, pid, &info, WEXITED | WNOWAIT), 0);
-  EXPECT_EQ(info.si_status, 3);
-  EXPECT_EQ(watch.KeepEndsOfZombiesOf(getpid()), 0);
-  EXPECT_TRUE(ledger.Read().exits.empty());
+  *go_write = go[1];
+  return pid;
+}
+
+TEST_F(ExitLedgerTest, ALeaderThatEndedAloneIsKeptOnlyWhereTheKernelTells) {
+  for (const bool kernel_tells : {false, true}) {
+    SCOPED_TRACE(kernel_tells ? "Linux 5.17 or later" : "an older kernel");
+    if (kernel_tells && !KernelShowsProcessExitCode()) continue;
+    int go = -1;
+    const pid_t pid = LeaderEndsAloneThenExits3(&go);
+    ASSERT_GT(pid, 0);
+    const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+    ZombieLinks(pid, /*whole=*/false);
+    ledger.BeginGeneration("job", 8, {{0, pid}});
+    LedgerWatch watch(root_, kHost, kernel_tells);
+    EXPECT_EQ(watch.KeepEndsOfZombiesOf(getpid()), 0);  // not while alone
+    close(go);  // the last thread exits 3
+    siginfo_t info{};
+    ASSERT_EQ(waitid(P_PID, pid, &info, WEXITED | WNOWAIT), 0);
+    EXPECT_EQ(info.si_status, 3);
+    if (kernel_tells) {
+      EXPECT_EQ(watch.KeepEndsOfZombiesOf(getpid()), 1);
+      ASSERT_EQ(ledger.Read().exits.size(), 1u);
+      EXPECT_EQ(ledger.Read().exits.at(0).exit_code, 3);
+    } else {
+      // Seen alone once, never written: /proc would say 0.
+      EXPECT_EQ(watch.KeepEndsOfZombiesOf(getpid()), 0);
+      EXPECT_TRUE(ledger.Read().exits.empty());
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
 }
 
 TEST_F(ExitLedgerTest, AProcessWhoseThreadsEndWithItsLeaderIsKept) {
   // exit(5) of a worker with threads (torch has dozens): the kernel ends
   // the leader and signals the other threads, which end when next
   // scheduled. Until they have, the leader is a zombie with threads > 1,
-  // as after a pthread_exit, but its exit_code is the process's: read
-  // as often as the guardian can, each such end is kept, with its code.
-  const ExitLedger ledger(root_, kCoordinator, 1, kHost);
-  LedgerWatch watch(root_, kHost);
+  // as after a pthread_exit, but the process is ending: read as often as
+  // the guardian can, each such end is kept, with its code, whatever the
+  // kernel. (Before, a leader seen so was taken to have ended alone.)
   int caught_ending = 0;
-  for (int round = 0; round < 12; ++round) {
-    int go[2];
-    ASSERT_EQ(pipe(go), 0);
-    const pid_t pid = fork();
-    if (pid == 0) {
+  for (const bool kernel_tells : {false, true}) {
+    SCOPED_TRACE(kernel_tells ? "Linux 5.17 or later" : "an older kernel");
+    const ExitLedger ledger(root_, kCoordinator, 1, kHost);
+    LedgerWatch watch(root_, kHost, kernel_tells);
+    for (int round = 0; round < 6; ++round) {
+      int go[2];
+      ASSERT_EQ(pipe(go), 0);
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(go[1]);
+        for (int i = 0; i < 6; ++i) {
+          std::thread([] {
+            for (volatile unsigned long spin = 0;; spin = spin + 1) {
+            }
+          }).detach();
+        }
+        char c;
+        while (read(go[0], &c, 1) < 0) {
+        }
+        _exit(5);  // exit_group: every thread
+      }
+      close(go[0]);
+      children_.push_back(pid);
+      ledger.BeginGeneration("job", 9 + round, {{0, pid}});
       close(go[1]);
-      for (int i = 0; i < 6; ++i) {
-        std::thread([] {
-          for (volatile unsigned long spin = 0;; spin = spin + 1) {
-          }
-        }).detach();
+      ProcessLinks links;
+      for (int i = 0; i < 200000; ++i) {
+        watch.KeepEndsOfZombiesOf(getpid());
+        if (!ReadProcessLinks(pid, &links) || links.state != 'Z') continue;
+        if (links.threads > 1) ++caught_ending;
+        if (links.threads == 1) break;
       }
-      char c;
-      while (read(go[0], &c, 1) < 0) {
-      }
-      _exit(5);  // exit_group: every thread
-    }
-    close(go[0]);
-    children_.push_back(pid);
-    ledger.BeginGeneration("job", 9 + round, {{0, pid}});
-    close(go[1]);
-    ProcessLinks links;
-    for (int i = 0; i < 200000; ++i) {
       watch.KeepEndsOfZombiesOf(getpid());
-      if (!ReadProcessLinks(pid, &links) || links.state != 'Z') continue;
-      if (links.threads > 1) ++caught_ending;
-      if (links.threads == 1) break;
+      const LedgerReport report = ledger.Read();
+      ASSERT_EQ(report.exits.size(), 1u) << "round " << round;
+      EXPECT_EQ(report.exits.at(0).exit_code, 5);
     }
-    watch.KeepEndsOfZombiesOf(getpid());
-    const LedgerReport report = ledger.Read();
-    ASSERT_EQ(report.exits.size(), 1u) << "round " << round;
-    EXPECT_EQ(report.exits.at(0).exit_code, 5);
   }
   std::printf("caught %d reads of an ending leader with threads left\n",
               caught_ending);
