@@ -94,7 +94,8 @@ std::optional<HeartbeatDatagram> ParseHeartbeat(std::string_view bytes) {
   if (static_cast<uint8_t>(in[4]) != kVersion) return std::nullopt;
   const auto kind = static_cast<uint8_t>(in[5]);
   if (kind != static_cast<uint8_t>(HeartbeatKind::kHeartbeat) &&
-      kind != static_cast<uint8_t>(HeartbeatKind::kAck)) {
+      kind != static_cast<uint8_t>(HeartbeatKind::kAck) &&
+      kind != static_cast<uint8_t>(HeartbeatKind::kAgentGone)) {
     return std::nullopt;
   }
   if (GetBigEndian(in + 6, 2) != 0 || GetBigEndian(in + 12, 4) != 0) {

@@ -6,7 +6,8 @@
 // heartbeats too whenever datagrams do not get through.
 //
 // Layout (big-endian):
-//   0  "TRLH"        4  version (1)   5  kind (1 heartbeat, 2 ack)
+//   0  "TRLH"        4  version (1)   5  kind (1 heartbeat, 2 ack,
+//                                        3 agent gone)
 //   6  reserved (0, 2 bytes)          8  machine_rank (u32)
 //   12 reserved (0, 4 bytes)          16 session (u64)   24 counter (u64)
 //   32 HMAC-SHA256 of bytes 0..31 with the session's key
@@ -14,6 +15,14 @@
 // authenticated (and, with TLS, encrypted) stream; a datagram of another
 // session, with a bad MAC, or with a counter not above the last one
 // accepted is dropped.
+//
+// An "agent gone" datagram is the agent's last word, sent for it by its
+// guardian (agent/cleanup/job_guardian.h) once the agent has died and every
+// worker it started has been seen to end: the coordinator may give its
+// ranks to another machine at once instead of waiting out its lease. The
+// agent signs it in advance (its counter is 0) and leaves it with the
+// guardian; it is sent only after the agent's end, so a copy seen on the
+// network says nothing that is not already true.
 #ifndef TRL_COMMON_HEARTBEAT_DATAGRAM_H_
 #define TRL_COMMON_HEARTBEAT_DATAGRAM_H_
 
@@ -30,7 +39,7 @@ namespace trl {
 inline constexpr size_t kHeartbeatDatagramSize = 64;
 inline constexpr size_t kHeartbeatKeySize = 32;
 
-enum class HeartbeatKind : uint8_t { kHeartbeat = 1, kAck = 2 };
+enum class HeartbeatKind : uint8_t { kHeartbeat = 1, kAck = 2, kAgentGone = 3 };
 
 struct HeartbeatDatagram {
   HeartbeatKind kind = HeartbeatKind::kHeartbeat;

@@ -326,10 +326,13 @@ absl::Status StartServers(const StartFlags& flags, JobPlan& plan,
         trl::UdpHeartbeatServer::Start(host, config.main_process_port, &core);
     if (udp.ok()) {
       s->udp_heartbeats = *std::move(udp);
-      core.OfferUdpHeartbeats(config.main_process_port, [](size_t count) {
-        auto bytes = trl::RandomBytes(count);
-        return bytes.ok() ? *bytes : std::string();
-      });
+      core.OfferUdpHeartbeats(
+          config.main_process_port,
+          [](size_t count) {
+            auto bytes = trl::RandomBytes(count);
+            return bytes.ok() ? *bytes : std::string();
+          },
+          /*encrypted=*/identity.has_value() || credentials.user_tls.enabled());
     } else {
       log->warn("{}; heartbeats stay on the gRPC stream",
                 std::string(udp.status().message()));

@@ -4,9 +4,12 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 namespace trl {
+
+static_assert(sizeof(FencePage) <= 4096, "the fence is one page");
 
 FencePage* FencePage::Create() {
   void* page = mmap(nullptr, sizeof(FencePage), PROT_READ | PROT_WRITE,
@@ -45,6 +48,60 @@ std::optional<int64_t> FencePage::DeadlineNs() const {
   const int64_t at = deadline_ns_.load(std::memory_order_acquire);
   if (at == 0) return std::nullopt;
   return at;
+}
+
+bool FencePage::LeaveLastWord(const sockaddr* to, socklen_t to_length,
+                              std::string_view datagram) {
+  if (datagram.size() != kLastWordBytes || to_length <= 0 ||
+      static_cast<size_t>(to_length) > sizeof(last_word_to_)) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(last_word_writer_);
+  const uint32_t sequence = last_word_sequence_.load(std::memory_order_relaxed);
+  last_word_sequence_.store(sequence + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memcpy(&last_word_to_, to, static_cast<size_t>(to_length));
+  last_word_to_length_ = to_length;
+  std::memcpy(last_word_, datagram.data(), kLastWordBytes);
+  last_word_sequence_.store(sequence + 2, std::memory_order_release);
+  return true;
+}
+
+void FencePage::ForgetLastWord() {
+  std::lock_guard<std::mutex> lock(last_word_writer_);
+  last_word_sequence_.store(0, std::memory_order_release);
+}
+
+std::optional<FencePage::LastWord> FencePage::ReadLastWord() const {
+  const uint32_t before = last_word_sequence_.load(std::memory_order_acquire);
+  if (before == 0 || before % 2 != 0) return std::nullopt;
+  LastWord word;
+  std::memcpy(&word.to, &last_word_to_, sizeof(word.to));
+  word.to_length = last_word_to_length_;
+  word.datagram.assign(last_word_, kLastWordBytes);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (last_word_sequence_.load(std::memory_order_relaxed) != before ||
+      word.to_length <= 0 ||
+      static_cast<size_t>(word.to_length) > sizeof(word.to)) {
+    return std::nullopt;
+  }
+  return word;
+}
+
+void FencePage::WorkersStarting() {
+  starts_begun_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void FencePage::WorkersStarted() {
+  starts_ended_.store(starts_begun_.load(std::memory_order_acquire),
+                      std::memory_order_release);
+}
+
+FencePage::Starts FencePage::WorkerStarts() const {
+  Starts starts;
+  starts.ended = starts_ended_.load(std::memory_order_acquire);
+  starts.begun = starts_begun_.load(std::memory_order_acquire);
+  return starts;
 }
 
 }  // namespace trl

@@ -7,14 +7,25 @@
 // Deadlines are on CLOCK_BOOTTIME, which goes on counting while the machine is
 // suspended: a thawed guardian sees at once that its time is up.
 //
-// Lock-free: one 64-bit atomic, written by the agent, read by the guardian.
+// It also carries the agent's last word (common/heartbeat_datagram.h: "agent
+// gone"), which the guardian sends for it once the agent has died and every
+// worker it started has ended, and a count of the agent's worker starts, so
+// that the guardian knows whether the processes it noted are all of them.
+//
+// Lock-free for the guardian: 64-bit atomics, and a sequence count around
+// the last word; the agent's threads take a lock (only they write).
 #ifndef TRL_AGENT_CLEANUP_FENCE_PAGE_H_
 #define TRL_AGENT_CLEANUP_FENCE_PAGE_H_
+
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 
 namespace trl {
 
@@ -35,6 +46,36 @@ class FencePage {
   // CLOCK_BOOTTIME now, in nanoseconds.
   static int64_t BootNowNs();
 
+  // The last word and where it goes: replaces the one before (each of the
+  // agent's streams has a session of its own). False if it does not fit.
+  bool LeaveLastWord(const sockaddr* to, socklen_t to_length,
+                     std::string_view datagram);
+  struct LastWord {
+    sockaddr_storage to{};
+    socklen_t to_length = 0;
+    std::string datagram;
+  };
+  // No last word: the agent ends in order (it has said goodbye itself).
+  void ForgetLastWord();
+  // The last word left, if one was and none was being written.
+  std::optional<LastWord> ReadLastWord() const;
+
+  // The agent is about to start workers, and has started them: between
+  // the two, processes may exist that the guardian has not noted.
+  void WorkersStarting();
+  void WorkersStarted();
+  // How many starts have begun and ended; equal when none is under way.
+  struct Starts {
+    uint64_t begun = 0;
+    uint64_t ended = 0;
+    bool operator==(const Starts& other) const {
+      return begun == other.begun && ended == other.ended;
+    }
+    bool operator!=(const Starts& other) const { return !(*this == other); }
+    bool Settled() const { return begun == ended; }
+  };
+  Starts WorkerStarts() const;
+
  private:
   FencePage() = default;
   std::atomic<int64_t> deadline_ns_{0};  // 0: disarmed
@@ -42,6 +83,17 @@ class FencePage {
   // moves. Touched by the agent only (under its core's lock).
   std::chrono::steady_clock::time_point published_{};
   bool armed_ = false;
+
+  static constexpr size_t kLastWordBytes = 64;
+  // Odd while the agent writes the last word; 0: none left.
+  std::atomic<uint32_t> last_word_sequence_{0};
+  sockaddr_storage last_word_to_{};
+  socklen_t last_word_to_length_ = 0;
+  char last_word_[kLastWordBytes] = {};
+  std::mutex last_word_writer_;  // the agent's threads only
+
+  std::atomic<uint64_t> starts_begun_{0};
+  std::atomic<uint64_t> starts_ended_{0};
 
   static_assert(std::atomic<int64_t>::is_always_lock_free,
                 "shared between processes, the atomic must hold no lock");

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -32,6 +34,10 @@ std::atomic<pid_t> guardian_pid{0};
 std::atomic<FencePage*> fence_page{nullptr};
 
 constexpr std::chrono::milliseconds kExitsEvery{100};
+// How long a dead agent's killed workers may take to end before the
+// guardian gives up speaking for the agent (a process in the kernel's
+// uninterruptible sleep, a GPU being torn down).
+constexpr std::chrono::milliseconds kEndsAwaited{3000};
 
 // Where the workers' exits are kept (exit_ledger.h), found before the fork.
 struct LedgerPlace {
@@ -41,13 +47,20 @@ struct LedgerPlace {
 
 using Noted = std::map<pid_t, unsigned long long>;  // pid -> start time
 
+// Whether the process `links` describe still runs: a zombie leader with
+// threads left has not ended (its other threads may run, and hold its
+// memory, files and devices, until they end too).
+bool Runs(const ProcessLinks& links) {
+  return links.state != 'X' && (links.state != 'Z' || links.threads > 1);
+}
+
 // Every process below `root`, by parent links (without /proc/PID/task/*/
 // children, which not every kernel has: one pass over /proc).
 Noted DescendantsOf(pid_t root, pid_t self) {
   std::multimap<pid_t, std::pair<pid_t, unsigned long long>> children;
   for (pid_t pid : AllProcesses()) {
     ProcessLinks links;
-    if (ReadProcessLinks(pid, &links) && links.state != 'Z') {
+    if (ReadProcessLinks(pid, &links) && Runs(links)) {
       children.emplace(links.parent, std::make_pair(pid, links.start_time));
     }
   }
@@ -71,13 +84,14 @@ Noted DescendantsOf(pid_t root, pid_t self) {
 bool StillTheSame(pid_t pid, unsigned long long start_time) {
   ProcessLinks links;
   return ReadProcessLinks(pid, &links) && links.start_time == start_time &&
-         links.state != 'Z';
+         Runs(links);
 }
 
 // Freezes the noted processes that are still alive, adds what they forked
 // since they were noted (frozen too, until nothing new appears), then
-// kills them all. Returns how many were killed.
-int KillNoted(Noted noted, pid_t daemon, pid_t self) {
+// kills them all. Returns how many were killed; `killed`, if given, gets
+// them.
+int KillNoted(Noted noted, pid_t daemon, pid_t self, Noted* killed_ones) {
   Noted targets;
   for (const auto& [pid, start_time] : noted) {
     if (pid > 1 && pid != daemon && pid != self &&
@@ -97,7 +111,7 @@ int KillNoted(Noted noted, pid_t daemon, pid_t self) {
     for (pid_t pid : AllProcesses()) {
       ProcessLinks links;
       if (targets.count(pid) || pid == self || pid == daemon ||
-          !ReadProcessLinks(pid, &links) || links.state == 'Z') {
+          !ReadProcessLinks(pid, &links) || !Runs(links)) {
         continue;
       }
       if (targets.count(links.parent)) {
@@ -111,7 +125,57 @@ int KillNoted(Noted noted, pid_t daemon, pid_t self) {
   for (const auto& [pid, start_time] : targets) {
     if (StillTheSame(pid, start_time) && kill(pid, SIGKILL) == 0) ++killed;
   }
+  if (killed_ones != nullptr) *killed_ones = std::move(targets);
   return killed;
+}
+
+// Whether every one of `processes` has ended (a zombie has: its memory,
+// files and devices are given back), waiting up to `patience`.
+bool AllEnded(const Noted& processes, std::chrono::milliseconds patience) {
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  while (true) {
+    bool all = true;
+    for (const auto& [pid, start_time] : processes) {
+      if (StillTheSame(pid, start_time)) {
+        all = false;
+        break;
+      }
+    }
+    if (all) return true;
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    usleep(5000);
+  }
+}
+
+// Sends the dead agent's last word (fence_page.h) to its coordinator, which
+// may then give the agent's ranks to another machine without waiting out
+// its lease: only when the guardian noted the agent's processes after its
+// last worker start and has seen every one of them end.
+void SayTheAgentIsGone(pid_t daemon, const FencePage& fence,
+                       bool noted_every_worker, const Noted& killed) {
+  const std::optional<FencePage::LastWord> word = fence.ReadLastWord();
+  if (!word) return;  // it never had a session with a coordinator
+  if (!noted_every_worker || !AllEnded(killed, kEndsAwaited)) {
+    std::fprintf(stderr,
+                 "trl-guardian: process %d is gone, but not every worker it "
+                 "started is known to have ended: its coordinator waits out "
+                 "its lease\n",
+                 static_cast<int>(daemon));
+    return;
+  }
+  const int out = socket(word->to.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (out < 0) return;
+  // Three times: a datagram may be lost; the coordinator takes the first.
+  for (int copy = 0; copy < 3; ++copy) {
+    if (copy > 0) usleep(20000);
+    sendto(out, word->datagram.data(), word->datagram.size(), MSG_DONTWAIT,
+           reinterpret_cast<const sockaddr*>(&word->to), word->to_length);
+  }
+  close(out);
+  std::fprintf(stderr,
+               "trl-guardian: process %d is gone and every worker it started "
+               "has ended; told its coordinator\n",
+               static_cast<int>(daemon));
 }
 
 // Sets `timer` to go off at the fence's deadline (CLOCK_BOOTTIME), or
@@ -160,6 +224,8 @@ void SetFenceTimer(int timer, std::optional<int64_t> deadline_ns) {
   auto next_scan = std::chrono::steady_clock::now();
   std::optional<int64_t> timer_set;  // the deadline the timer is set to
   int64_t fenced = 0;                // the last deadline acted on
+  // The agent's worker starts as they were when `noted` was taken.
+  std::optional<FencePage::Starts> noted_starts;
   while (true) {
     std::optional<int64_t> deadline =
         fence ? fence->DeadlineNs() : std::nullopt;
@@ -188,7 +254,8 @@ void SetFenceTimer(int timer, std::optional<int64_t> deadline_ns) {
         fence ? fence->DeadlineNs() : std::nullopt;
     if (now_due && *now_due != fenced && FencePage::BootNowNs() >= *now_due) {
       fenced = *now_due;
-      const int killed = KillNoted(DescendantsOf(daemon, self), daemon, self);
+      const int killed =
+          KillNoted(DescendantsOf(daemon, self), daemon, self, nullptr);
       if (killed > 0) {
         std::fprintf(stderr,
                      "trl-guardian: process %d kept its workers past its "
@@ -199,18 +266,37 @@ void SetFenceTimer(int timer, std::optional<int64_t> deadline_ns) {
       continue;
     }
     ends.KeepEndsOfZombiesOf(daemon);
-    if (std::chrono::steady_clock::now() >= next_scan) {
+    // The whole tree every interval, and at once after the agent started
+    // workers (they are noted within this period).
+    const std::optional<FencePage::Starts> starts =
+        fence ? std::optional(fence->WorkerStarts()) : std::nullopt;
+    if (std::chrono::steady_clock::now() >= next_scan ||
+        starts != noted_starts) {
       noted = DescendantsOf(daemon, self);
+      noted_starts = starts;
       next_scan = std::chrono::steady_clock::now() + interval;
     }
   }
-  const int cgroups = RemoveStaleWorkerCgroups();
-  const int killed = KillNoted(std::move(noted), daemon, self);
+  // Its own worker cgroups first: it may not be reaped yet, so the sweep
+  // of stale ones would take it for alive.
+  const WorkerCgroupsEnded own = EndWorkerCgroupsOf(daemon);
+  const int cgroups = own.removed + RemoveStaleWorkerCgroups();
+  Noted killed_ones;
+  const int killed = KillNoted(std::move(noted), daemon, self, &killed_ones);
   if (killed > 0 || cgroups > 0) {
     std::fprintf(stderr,
                  "trl-guardian: process %d is gone; ended %d process(es) it "
                  "left and %d worker cgroup(s)\n",
                  static_cast<int>(daemon), killed, cgroups);
+  }
+  if (fence) {
+    // Every worker was noted if no start was under way at the last note
+    // and none began since.
+    const FencePage::Starts now = fence->WorkerStarts();
+    SayTheAgentIsGone(
+        daemon, *fence,
+        now.Settled() && noted_starts && *noted_starts == now && own.all_empty,
+        killed_ones);
   }
   _exit(0);
 }
@@ -238,6 +324,13 @@ bool StartJobGuardian(std::chrono::milliseconds interval) {
   close(death_pipe[0]);
   guardian_pid = pid;
   fence_page = fence;
+  // A daemon that exits (not one killed or crashed) leaves no last word:
+  // it said goodbye itself, and its guardian ends at once.
+  if (fence != nullptr) {
+    std::atexit([] {
+      if (FencePage* page = fence_page.load()) page->ForgetLastWord();
+    });
+  }
   return true;
 }
 

@@ -14,6 +14,15 @@
 // It is also the agent's fence (agent/cleanup/fence_page.h): when the deadline
 // the agent publishes passes (the agent frozen, or cut off past its lease), it
 // kills every descendant of the agent, without the agent's help.
+//
+// And it speaks for a dead agent: once the agent is gone and every process it
+// killed has ended (a zombie has; up to 3 s), it sends the agent's last word
+// (fence_page.h) to the coordinator, which then gives the agent's ranks to a
+// spare at once instead of waiting out the lease (a killed agent is told from
+// a cut cable). It says nothing if the agent was starting workers after its
+// last note of the tree (the tree is noted again within 0.1 s of each
+// start), or if a process does not end: the coordinator then waits as for a
+// machine it cannot reach.
 #ifndef TRL_AGENT_CLEANUP_JOB_GUARDIAN_H_
 #define TRL_AGENT_CLEANUP_JOB_GUARDIAN_H_
 

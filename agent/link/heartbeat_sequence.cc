@@ -16,6 +16,15 @@ std::string HeartbeatSequence::Next(Time sent) {
   return EncodeHeartbeat(beat, key_);
 }
 
+std::string HeartbeatSequence::AgentGone() {
+  HeartbeatDatagram gone;
+  gone.kind = HeartbeatKind::kAgentGone;
+  gone.machine_rank = static_cast<uint32_t>(machine_rank_);
+  gone.session = session_;
+  gone.counter = 0;
+  return EncodeHeartbeat(gone, key_);
+}
+
 std::optional<HeartbeatSequence::Time> HeartbeatSequence::Accept(
     std::string_view bytes) {
   const auto ack = ParseHeartbeat(bytes);

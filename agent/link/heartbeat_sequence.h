@@ -38,6 +38,9 @@ class HeartbeatSequence {
   // Whether the last heartbeat made has been acknowledged (false before
   // the first).
   bool LastAcked() const { return counter_ > 0 && acked_ == counter_; }
+  // The agent's last word for this session ("agent gone", counter 0),
+  // signed now, to be sent by its guardian once it has died.
+  std::string AgentGone();
   int machine_rank() const { return machine_rank_; }
 
  private:

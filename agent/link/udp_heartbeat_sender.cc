@@ -37,6 +37,12 @@ bool UdpHeartbeatSender::SendHeartbeat() {
          static_cast<ssize_t>(bytes.size());
 }
 
+bool UdpHeartbeatSender::PeerAddress(sockaddr_storage* to,
+                                     socklen_t* to_length) const {
+  *to_length = sizeof(*to);
+  return getpeername(fd_, reinterpret_cast<sockaddr*>(to), to_length) == 0;
+}
+
 int UdpHeartbeatSender::ReadAcks() {
   int acks = 0;
   char buffer[kHeartbeatDatagramSize + 1];

@@ -4,6 +4,8 @@
 #ifndef TRL_AGENT_LINK_UDP_HEARTBEAT_SENDER_H_
 #define TRL_AGENT_LINK_UDP_HEARTBEAT_SENDER_H_
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,6 +38,10 @@ class UdpHeartbeatSender {
   std::optional<HeartbeatSequence::Time> NewestAckedSentAt() const {
     return newest_acked_sent_;
   }
+  // The coordinator's address, as the socket is connected to it.
+  bool PeerAddress(sockaddr_storage* to, socklen_t* to_length) const;
+  // The agent's last word for this session (HeartbeatSequence::AgentGone).
+  std::string AgentGone() { return sequence_.AgentGone(); }
   // Whether the last heartbeat sent has been acknowledged (false before
   // the first).
   bool LastHeartbeatAcked() const { return sequence_.LastAcked(); }

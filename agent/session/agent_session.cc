@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "agent/cleanup/fence_page.h"
+#include "agent/cleanup/job_guardian.h"
 #include "agent/cleanup/orphans.h"
 #include "agent/cleanup/stale_workers.h"
 #include "agent/workers/stack_capture.h"
@@ -373,6 +375,15 @@ void AgentSession::UseUdpHeartbeats(int machine_rank,
     Log()->warn("heartbeats stay on the gRPC stream: {}",
                 std::string(sender.status().message()));
     return;
+  }
+  // Left with the guardian: if this agent dies, the coordinator hears of
+  // it as soon as its workers have ended (job_guardian.h).
+  sockaddr_storage coordinator{};
+  socklen_t length = 0;
+  FencePage* fence = GuardianFencePage();
+  if (fence != nullptr && (*sender)->PeerAddress(&coordinator, &length)) {
+    fence->LeaveLastWord(reinterpret_cast<const sockaddr*>(&coordinator),
+                         length, (*sender)->AgentGone());
   }
   std::lock_guard<std::mutex> lock(write_mutex_);
   udp_ = *std::move(sender);

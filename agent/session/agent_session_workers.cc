@@ -12,6 +12,8 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "agent/cleanup/fence_page.h"
+#include "agent/cleanup/job_guardian.h"
 #include "agent/cleanup/orphans.h"
 #include "agent/core/log_dir_choice.h"
 #include "agent/session/agent_session.h"
@@ -316,7 +318,12 @@ void AgentSession::StartWorkers(const pb::Assignment& a) {
   }
   Log()->info("generation {}: starting ranks {}..{}", generation,
               a.rank_offset(), a.rank_offset() + a.local_world_size() - 1);
+  // Between the two, the guardian may not have noted every worker: it
+  // does not speak for a dead agent then (job_guardian.h).
+  FencePage* fence = GuardianFencePage();
+  if (fence != nullptr) fence->WorkersStarting();
   group_->Start(std::move(launches));
+  if (fence != nullptr) fence->WorkersStarted();
 }
 
 }  // namespace trl

@@ -71,32 +71,62 @@ std::string WorkerCgroupParent() {
   return mount + (own == "/" ? "" : own);
 }
 
+namespace {
+
+// Kills what is in the cgroup at `path`, waits (up to 2 s) until it is
+// empty, and removes it; whether it is gone.
+bool KillAndRemove(const std::string& path) {
+  if (IsPopulated(path)) {
+    WriteFile(path + "/cgroup.kill", "1");
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (IsPopulated(path) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  return rmdir(path.c_str()) == 0;
+}
+
+// The owner's pid in a worker cgroup's name ("trl-agent-<pid>-..."), or 0.
+pid_t OwnerOf(const std::string& name) {
+  static const std::string kPrefix = "trl-agent-";
+  if (name.rfind(kPrefix, 0) != 0) return 0;
+  return std::atoi(name.c_str() + kPrefix.size());
+}
+
+}  // namespace
+
 int RemoveStaleWorkerCgroups() {
   const std::string parent = WorkerCgroupParent();
   if (parent.empty()) return 0;
   int removed = 0;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(parent, error)) {
-    const std::string name = entry.path().filename().string();
-    static const std::string kPrefix = "trl-agent-";
-    if (name.rfind(kPrefix, 0) != 0) continue;
-    const pid_t owner = std::atoi(name.c_str() + kPrefix.size());
+    const pid_t owner = OwnerOf(entry.path().filename().string());
     if (owner <= 0 || kill(owner, 0) == 0 || errno != ESRCH) continue;
     // Its agent is gone (SIGKILL, a crash): whatever its workers left
     // there, daemons that left their session and cleared their environment
     // included, is killed now, then the cgroup goes.
-    const std::string path = entry.path().string();
-    if (IsPopulated(path)) {
-      WriteFile(path + "/cgroup.kill", "1");
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (IsPopulated(path) && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-    }
-    if (rmdir(path.c_str()) == 0) ++removed;
+    if (KillAndRemove(entry.path().string())) ++removed;
   }
   return removed;
+}
+
+WorkerCgroupsEnded EndWorkerCgroupsOf(pid_t owner) {
+  WorkerCgroupsEnded ended;
+  const std::string parent = WorkerCgroupParent();
+  if (parent.empty() || owner <= 0) return ended;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, error)) {
+    if (OwnerOf(entry.path().filename().string()) != owner) continue;
+    if (KillAndRemove(entry.path().string())) {
+      ++ended.removed;
+    } else {
+      ended.all_empty = ended.all_empty && !IsPopulated(entry.path().string());
+    }
+  }
+  if (error) ended.all_empty = false;
+  return ended;
 }
 
 std::unique_ptr<WorkerCgroup> WorkerCgroup::Create(const std::string& name) {

@@ -7,6 +7,8 @@
 #ifndef TRL_AGENT_WORKERS_WORKER_CGROUP_H_
 #define TRL_AGENT_WORKERS_WORKER_CGROUP_H_
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 
@@ -41,6 +43,15 @@ class WorkerCgroup {
 // trl-agent-PID-... with PID no longer alive): kills what is in them
 // (cgroup.kill) and removes them. Returns how many were removed.
 int RemoveStaleWorkerCgroups();
+
+// Ends the worker cgroups of agent `owner`, alive or not (its guardian
+// calls this at once when it dies, before it is reaped): kills what is in
+// them, waits until they are empty (up to 2 s each) and removes them.
+struct WorkerCgroupsEnded {
+  int removed = 0;
+  bool all_empty = true;  // none was left with a process in it
+};
+WorkerCgroupsEnded EndWorkerCgroupsOf(pid_t owner);
 
 // The mount point of the cgroup2 hierarchy, from /proc/self/mounts; "" if
 // there is none.

@@ -87,6 +87,13 @@ void MachineTable::OldAgentMayRunUntil(int m, TimePoint until) {
   replacements_allowed_at_.reset();
 }
 
+void MachineTable::OldAgentRanUntil(int m, TimePoint until) {
+  NodeRecord& node = nodes_.at(m);
+  node.old_agent_may_run_until = std::min(node.old_agent_may_run_until, until);
+  node.others_may_run_until = std::min(node.others_may_run_until, until);
+  replacements_allowed_at_.reset();
+}
+
 std::vector<int> MachineTable::SilentFor(
     std::chrono::steady_clock::duration timeout, TimePoint now) const {
   std::vector<int> silent;

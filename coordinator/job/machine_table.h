@@ -65,6 +65,8 @@ class MachineTable {
   void Heard(int m, TimePoint now);
   // Machine `m`'s old agent may run its workers until `until` at least.
   void OldAgentMayRunUntil(int m, TimePoint until);
+  // ... and no later than `until`: its workers are known to have ended.
+  void OldAgentRanUntil(int m, TimePoint until);
 
   // Connected machines silent for longer than `timeout`, most silent first.
   std::vector<int> SilentFor(std::chrono::steady_clock::duration timeout,

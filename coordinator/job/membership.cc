@@ -94,6 +94,9 @@ absl::Status JobMembership::Register(const AgentInfo& agent, JobPhase phase,
       node.others_may_run_until = node.old_agent_may_run_until;
     }
   }
+  // None of it is this agent's: a word that an agent is gone never
+  // shortens it.
+  node.run_on_before_loss = node.old_agent_may_run_until;
   const bool member = node.group_rank >= 0;
   machines_.Add(m, std::move(node));
   UpdateHostHealth(agent.hostname, agent.health_problem);
@@ -314,11 +317,19 @@ const NodeRecord* JobMembership::Lose(int m, const std::string& why,
   // and its workers are gone its fence after that (AgentInfo::RunOn).
   // (An elastic job's machine outside the generation ran none of its
   // workers: nothing to wait for.)
+  node->run_on_before_loss = node->old_agent_may_run_until;
   if (!settings_.Elastic() || node->group_rank >= 0) {
     machines_.OldAgentMayRunUntil(m,
                                   now + node->info.RunOn(settings_.stop_grace));
   }
   return node;
+}
+
+void JobMembership::LostAgentGone(int m, TimePoint now) {
+  const NodeRecord* node = machines_.Find(m);
+  if (node == nullptr) return;
+  // What the agents before it may run is not the guardian's to say.
+  machines_.OldAgentRanUntil(m, std::max(node->run_on_before_loss, now));
 }
 
 bool JobMembership::ReadyToStart(JobPhase phase, TimePoint now) const {

@@ -70,6 +70,9 @@ class JobMembership {
   // (the spare goes).
   const NodeRecord* Lose(int m, const std::string& why, JobPhase phase,
                          TimePoint now);
+  // The agent machine `m` lost last is gone with its workers
+  // (JobStateMachine::LostAgentGone).
+  void LostAgentGone(int m, TimePoint now);
 
   // Ready spares take vacant machines' places (not those whose reports are
   // `awaited`), and cordoned machines' while no generation runs; spares

@@ -161,6 +161,10 @@ struct NodeRecord {
   // run until (those it took over from): an agent of this host that
   // registers again still waits for it.
   TimePoint others_may_run_until;
+  // old_agent_may_run_until as it was before its last loss: what the
+  // agents before the lost one may run (a guardian's word for the lost one
+  // leaves it standing).
+  TimePoint run_on_before_loss;
   TimePoint last_heartbeat;
   // When one of its ranks last printed a line (as its agent reported it),
   // if any did: a machine whose ranks all went silent shows in /metrics.

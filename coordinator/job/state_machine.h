@@ -66,6 +66,11 @@ class JobStateMachine {
   absl::Status Uncordon(const std::string& hostname);
   void Heartbeat(int machine_rank, TimePoint now);
   Decision AgentDisconnected(int machine_rank, TimePoint now);
+  // The agent that machine `machine_rank` lost last is gone with every
+  // worker it started (its guardian's word): what waited for its lease
+  // waits no more (its run-on ends now, or where an agent before it
+  // still may run, then). Tick to act on it.
+  void LostAgentGone(int machine_rank, TimePoint now);
 
   // Checks timeouts (heartbeats, rejoin) and whether a generation can start.
   // Call it after every event and periodically.

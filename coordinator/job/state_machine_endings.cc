@@ -76,6 +76,10 @@ Decision JobStateMachine::AgentDisconnected(int machine_rank, TimePoint now) {
   return LoseAgent(machine_rank, "disconnected", now);
 }
 
+void JobStateMachine::LostAgentGone(int machine_rank, TimePoint now) {
+  membership_.LostAgentGone(machine_rank, now);
+}
+
 Decision JobStateMachine::LoseAgent(int machine_rank, const std::string& why,
                                     TimePoint now) {
   const NodeRecord* node = membership_.machines().Find(machine_rank);

@@ -298,9 +298,10 @@ void Coordinator::RequestStop(const std::string& reason, int exit_code,
 }
 
 void Coordinator::OfferUdpHeartbeats(
-    int port, std::function<std::string(size_t)> random_bytes) {
-  Post([this, port, random_bytes = std::move(random_bytes)]() mutable {
-    core_.OfferUdpHeartbeats(port, std::move(random_bytes));
+    int port, std::function<std::string(size_t)> random_bytes, bool encrypted) {
+  Post([this, port, random_bytes = std::move(random_bytes),
+        encrypted]() mutable {
+    core_.OfferUdpHeartbeats(port, std::move(random_bytes), encrypted);
   });
 }
 

@@ -97,8 +97,10 @@ class Coordinator {
   // The owner looks at `clock` again and ticks if a tick or a deadline is
   // due; returns once it has. For a test that moved its clock.
   void Nudge();
+  // `encrypted`: see CoordinatorCore::OfferUdpHeartbeats.
   void OfferUdpHeartbeats(int port,
-                          std::function<std::string(size_t)> random_bytes);
+                          std::function<std::string(size_t)> random_bytes,
+                          bool encrypted);
   // `counts` runs on the owner: cheap, and never calling back in here.
   void ReportDefences(std::function<DefenceCounts()> counts);
   // CoordinatorCore::OnRegistered: `callback` runs on the owner; it is in

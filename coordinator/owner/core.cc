@@ -267,6 +267,7 @@ void CoordinatorCore::Execute(const Decision& decision) {
   }
   if (!decision.finished) record_.KeepIfChanged(machine_);
   if (decision.start_generation && !decision.finished) preparer_.Prepare();
+  if (!in_disconnect_) ApplyLastWords();
 }
 
 void CoordinatorCore::SpareCut(int key) {
@@ -370,11 +371,13 @@ int CoordinatorCore::SendToMachines(const std::set<int>& machines,
 }
 
 void CoordinatorCore::Unregister(AgentLink* link) {
-  if (const auto key = agents_.KeyOf(link)) {
-    SendReleased(capture_barrier_.Gone(*key));  // awaited no more
-  }
+  const std::optional<int> key = agents_.KeyOf(link);
+  if (key) SendReleased(capture_barrier_.Gone(*key));  // awaited no more
   agents_.Unregister(link);
-  heartbeats_.Close(link);
+  // (Unregistered, it is under no key: -1, a spare's, holds no session.)
+  if (heartbeats_.Close(link, key.value_or(-1)) && key && *key >= 0) {
+    last_words_heard_.push_back(*key);
+  }
 }
 
 void CoordinatorCore::OnDisconnected(AgentLink* link) {
@@ -382,6 +385,7 @@ void CoordinatorCore::OnDisconnected(AgentLink* link) {
   farewells_.StreamEnded(link);  // its machine is still awaited
   if (const auto key = agents_.KeyOf(link)) {
     const int m = *key;
+    in_disconnect_ = true;  // its last word is acted on after its loss
     Unregister(link);
     if (!IsFinished(machine_.phase())) {
       if (m < 0) {
@@ -400,6 +404,8 @@ void CoordinatorCore::OnDisconnected(AgentLink* link) {
         journal_.TellLost(m);
       }
     }
+    in_disconnect_ = false;
+    ApplyLastWords();
     Execute(machine_.Tick(clock_()));
   }
 }

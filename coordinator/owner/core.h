@@ -98,8 +98,11 @@ class CoordinatorCore {
 
   // Offers heartbeats over UDP on `port` to agents that register from now
   // on; `random_bytes(n)` gives each stream its session and key.
+  // `encrypted`: the streams use TLS (an agent's last word is heard only
+  // then: HeartbeatSessions::OfferUdp).
   void OfferUdpHeartbeats(int port,
-                          std::function<std::string(size_t)> random_bytes);
+                          std::function<std::string(size_t)> random_bytes,
+                          bool encrypted);
   // A batch of datagrams read from the UDP port: each that is a heartbeat
   // of a registered stream's session, correctly signed and newer than the
   // last, counts as that agent's heartbeat and gets an ack.
@@ -156,6 +159,13 @@ class CoordinatorCore {
   // while we were paused), though that stream's end has not reached us.
   // Ends the old stream as its end would have; true if there was one.
   bool EndStreamGivenUp(const AgentInfo& info);
+  // Machine `m`'s agent died and its workers have ended, its guardian
+  // says (heartbeat_datagram.h), and its stream has ended: its ranks need
+  // not wait out its lease.
+  void OnAgentGone(int m);
+  // Acts on the last words that came while their streams were open, once
+  // those have ended (Unregister collects them).
+  void ApplyLastWords();
   void Execute(const Decision& decision);
   // Re-keys the streams of agents that stand for another machine or spare
   // now, and tells them.
@@ -188,6 +198,10 @@ class CoordinatorCore {
   // Ends a registered stream's entry (and its heartbeats' session).
   void Unregister(AgentLink* link);
   std::function<DefenceCounts()> defence_counts_;
+  // Machines whose agent's last word came while its stream was open, and
+  // whose stream has ended since (ApplyLastWords).
+  std::vector<int> last_words_heard_;
+  bool in_disconnect_ = false;  // OnDisconnected applies them at its end
   std::function<void(int, AgentLink*)> on_registered_;
   StopSignal stop_signal_{SIGTERM};  // what stop orders send first
   // A failure's stop, held until every machine has kept where its workers

@@ -98,8 +98,8 @@ absl::Status CoordinatorCore::Uncordon(const std::string& hostname) {
 }
 
 void CoordinatorCore::OfferUdpHeartbeats(
-    int port, std::function<std::string(size_t)> random_bytes) {
-  heartbeats_.OfferUdp(port, std::move(random_bytes));
+    int port, std::function<std::string(size_t)> random_bytes, bool encrypted) {
+  heartbeats_.OfferUdp(port, std::move(random_bytes), encrypted);
 }
 
 std::vector<CoordinatorCore::DatagramReply>
@@ -116,7 +116,27 @@ CoordinatorCore::OnHeartbeatDatagrams(
     machine_.Heartbeat(accepted.machine_rank, now);
     replies.push_back({accepted.index, std::move(accepted.ack)});
   }
+  for (const HeartbeatSessions::Gone& gone : checked.gone) {
+    OnAgentGone(gone.machine_rank);
+  }
   return replies;
+}
+
+void CoordinatorCore::OnAgentGone(int m) {
+  if (IsFinished(machine_.phase())) return;
+  ComponentLogger("coord")->warn(
+      "machine {}'s agent died and every worker it started has ended, its "
+      "guardian says: its ranks may run elsewhere now",
+      m);
+  journal_.TellAgentGone(m);
+  machine_.LostAgentGone(m, clock_());
+  Execute(machine_.Tick(clock_()));
+}
+
+void CoordinatorCore::ApplyLastWords() {
+  std::vector<int> heard;
+  heard.swap(last_words_heard_);
+  for (int m : heard) OnAgentGone(m);
 }
 
 }  // namespace trl

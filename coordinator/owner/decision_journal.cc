@@ -124,6 +124,12 @@ void DecisionJournal::TellLost(int machine) {
   }
 }
 
+void DecisionJournal::TellAgentGone(int machine) {
+  Note("agent_gone", machine,
+       "its agent died and every worker it started has ended (its "
+       "guardian's word): its ranks need not wait out its lease");
+}
+
 void DecisionJournal::TellNewCordons() {
   const auto& cordoned = machine_.cordoned();
   for (const auto& [host, cordon] : cordoned) {

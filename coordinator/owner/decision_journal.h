@@ -58,6 +58,8 @@ class DecisionJournal {
   void TellStalls();
   // `machine` is lost (its reason is the state machine's).
   void TellLost(int machine);
+  // `machine`'s agent died and its workers ended, its guardian says.
+  void TellAgentGone(int machine);
   // Hosts cordoned since the last told.
   void TellNewCordons();
   // `host` is uncordoned: should it be cordoned again, that is told.

@@ -7,14 +7,17 @@ namespace trl {
 namespace pb = trl::launch::v1;
 
 void HeartbeatSessions::OfferUdp(
-    int port, std::function<std::string(size_t)> random_bytes) {
+    int port, std::function<std::string(size_t)> random_bytes,
+    bool hear_last_words) {
   udp_port_ = port;
   random_bytes_ = std::move(random_bytes);
+  hear_last_words_ = hear_last_words;
 }
 
 void HeartbeatSessions::Open(AgentLink* stream, int key, int lease_ms,
                              pb::RegistrationReply* reply) {
   Stream& opened = streams_[stream];
+  if (key >= 0) closed_.erase(key);  // its last stream's word is moot
   // Acknowledge heartbeats every lease / 3: the agent's lease is kept with
   // two acks to spare, at half the messages of one ack per heartbeat.
   opened.ack_every = std::chrono::milliseconds(std::max(0, lease_ms) / 3);
@@ -49,9 +52,59 @@ void HeartbeatSessions::EndUdpSession(AgentLink* stream) {
   found->second.udp_session = 0;
 }
 
-void HeartbeatSessions::Close(AgentLink* stream) {
+bool HeartbeatSessions::Close(AgentLink* stream, int key) {
+  const auto found = streams_.find(stream);
+  bool heard = false;
+  if (found != streams_.end() && found->second.udp_session != 0 &&
+      found->second.machine_rank == key) {
+    heard = found->second.last_word_heard;
+    if (heard) {
+      closed_.erase(key);  // said already: its copies are not heard
+    } else {
+      closed_[key] = {found->second.udp_session,
+                      std::move(found->second.udp_key)};
+    }
+  } else if (key >= 0) {
+    closed_.erase(key);  // a spare that held the machine: no word of it
+  }
   EndUdpSession(stream);
   streams_.erase(stream);
+  return heard;
+}
+
+bool HeartbeatSessions::IsLastWordOf(const HeartbeatDatagram& gone,
+                                     std::string_view datagram,
+                                     int machine_rank, HeartbeatKey& key) {
+  return static_cast<int64_t>(gone.machine_rank) == machine_rank &&
+         gone.counter == 0 && HeartbeatSignedWith(datagram, key);
+}
+
+const char* HeartbeatSessions::CheckAgentGone(const HeartbeatDatagram& gone,
+                                              std::string_view datagram,
+                                              Checked& checked) {
+  if (!hear_last_words_) return "a last word without TLS";
+  const auto open = by_udp_session_.find(gone.session);
+  if (open != by_udp_session_.end()) {
+    Stream& stream = *open->second;
+    if (!IsLastWordOf(gone, datagram, stream.machine_rank, *stream.udp_key)) {
+      return "bad signature";
+    }
+    // Kept until the stream ends (Close): a dead agent's connection closes
+    // as it dies, and a word alone, were its key ever read, cannot end a
+    // live agent's stream.
+    stream.last_word_heard = true;
+    return nullptr;
+  }
+  const auto closed = closed_.find(static_cast<int>(gone.machine_rank));
+  if (closed == closed_.end() || closed->second.session != gone.session) {
+    return "no registered stream has its session";
+  }
+  if (!IsLastWordOf(gone, datagram, closed->first, *closed->second.key)) {
+    return "bad signature";
+  }
+  checked.gone.push_back({closed->first});
+  closed_.erase(closed);  // once
+  return nullptr;
 }
 
 bool HeartbeatSessions::HeartbeatOnStream(AgentLink* stream, TimePoint now) {
@@ -72,6 +125,13 @@ HeartbeatSessions::Checked HeartbeatSessions::CheckDatagrams(
   Checked checked;
   for (size_t i = 0; i < datagrams.size(); ++i) {
     const auto beat = ParseHeartbeat(datagrams[i]);
+    if (beat && beat->kind == HeartbeatKind::kAgentGone) {
+      const char* refused = CheckAgentGone(*beat, datagrams[i], checked);
+      if (refused != nullptr && checked.first_refusal == nullptr) {
+        checked.first_refusal = refused;
+      }
+      continue;
+    }
     const char* refused = nullptr;
     const auto found =
         beat ? by_udp_session_.find(beat->session) : by_udp_session_.end();

@@ -33,7 +33,11 @@ class HeartbeatSessions {
  public:
   // Machines' streams opened from now on get a session on UDP `port`;
   // `random_bytes(n)` draws each one's session id and key.
-  void OfferUdp(int port, std::function<std::string(size_t)> random_bytes);
+  // With `hear_last_words`, an agent's last word ("agent gone") is heard:
+  // only where the key came over TLS (in plaintext anyone on the path
+  // could read it and say a live agent died).
+  void OfferUdp(int port, std::function<std::string(size_t)> random_bytes,
+                bool hear_last_words = true);
 
   // `stream` registered as `key` (a machine; a spare if negative), its
   // agent's lease `lease_ms`: its heartbeats are acknowledged every
@@ -45,8 +49,17 @@ class HeartbeatSessions {
   // `stream` stands for another machine or spare now: its datagrams, which
   // name the old one, are no longer heard; its heartbeats go on the stream.
   void EndUdpSession(AgentLink* stream);
-  // `stream` is no longer registered: nothing of it is heard any more.
-  void Close(AgentLink* stream);
+  // `stream`, registered as `key`, is no longer: nothing of it is heard
+  // any more but, if it was a machine's stream with a UDP session, its
+  // agent's last word ("agent gone", heartbeat_datagram.h), until another
+  // stream of that machine registers or is closed. Returns whether that
+  // word came already, while the stream was open (it is acted on only
+  // once the stream has ended: a datagram alone does not end a stream).
+  bool Close(AgentLink* stream, int key);
+
+  // The last word of `machine_rank`'s agent was heard: copies of it are
+  // not heard again.
+  void LastWordHeard(int machine_rank) { closed_.erase(machine_rank); }
 
   // A heartbeat came on `stream` at `now`: whether it gets an ack (the
   // first, then the first at least lease / 3 after the last ack).
@@ -58,8 +71,14 @@ class HeartbeatSessions {
     int machine_rank;
     std::string ack;
   };
+  // A machine's agent is gone, as its guardian says for it, after its
+  // stream ended.
+  struct Gone {
+    int machine_rank;
+  };
   struct Checked {
     std::vector<Accepted> accepted;  // in the datagrams' order
+    std::vector<Gone> gone;
     // Why the first refused datagram was refused; nullptr if none was.
     const char* first_refusal = nullptr;
   };
@@ -79,14 +98,32 @@ class HeartbeatSessions {
     std::unique_ptr<HeartbeatKey> udp_key;
     uint64_t udp_counter = 0;        // the last accepted
     const char* heartbeat_via = "";  // "udp" or "stream" once one came
+    bool last_word_heard = false;    // while it was open
   };
   // Gives `stream` a UDP session and key, in `reply`.
   void OfferUdpSession(Stream& stream, int machine_rank,
                        trl::launch::v1::RegistrationReply* reply);
 
+  // Whether `datagram`, an "agent gone", is the last word of `stream`'s
+  // session: its machine's, signed with its key.
+  static bool IsLastWordOf(const HeartbeatDatagram& gone,
+                           std::string_view datagram, int machine_rank,
+                           HeartbeatKey& key);
+  // Checks one "agent gone" datagram; why it was refused, or nullptr.
+  const char* CheckAgentGone(const HeartbeatDatagram& gone,
+                             std::string_view datagram, Checked& checked);
+
+  // The session of a machine's closed stream, whose last word may come.
+  struct ClosedSession {
+    uint64_t session = 0;
+    std::unique_ptr<HeartbeatKey> key;
+  };
+
   std::map<const AgentLink*, Stream> streams_;
+  std::map<int, ClosedSession> closed_;  // by machine
   std::unordered_map<uint64_t, Stream*> by_udp_session_;
   int udp_port_ = 0;  // 0: UDP heartbeats not offered
+  bool hear_last_words_ = true;
   std::function<std::string(size_t)> random_bytes_;
 };
 

@@ -28,15 +28,11 @@ std::string TimeOfDay(int64_t unix_ms) {
 // registration, a heartbeat's return) say nothing of why a job stopped.
 const char* Heading(const std::string& kind) {
   static const std::map<std::string, const char*> headings = {
-      {"lost", "lost"},
-      {"unhealthy", "unhealthy"},
-      {"cordoned", "cordoned"},
-      {"spare", "spare"},
-      {"stalled", "stalled"},
-      {"resumed", "coordinator"},
-      {"stop_requested", "stop asked"},
-      {"stopping", "stopped"},
-      {"finished", "job ended"},
+      {"lost", "lost"},           {"agent_gone", "agent gone"},
+      {"unhealthy", "unhealthy"}, {"cordoned", "cordoned"},
+      {"spare", "spare"},         {"stalled", "stalled"},
+      {"resumed", "coordinator"}, {"stop_requested", "stop asked"},
+      {"stopping", "stopped"},    {"finished", "job ended"},
   };
   auto it = headings.find(kind);
   return it == headings.end() ? nullptr : it->second;

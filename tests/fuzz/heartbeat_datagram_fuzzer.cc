@@ -28,11 +28,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto owned = trl::CoordinatorOnClock(options, [&now] { return now; });
   trl::CoordinatorCore& core = *owned;
   uint8_t seed = 1;
-  core.OfferUdpHeartbeats(29500, [&seed](size_t count) {
-    std::string bytes(count, '\0');
-    for (auto& byte : bytes) byte = static_cast<char>(seed++ * 151 + 7);
-    return bytes;
-  });
+  core.OfferUdpHeartbeats(
+      29500,
+      [&seed](size_t count) {
+        std::string bytes(count, '\0');
+        for (auto& byte : bytes) byte = static_cast<char>(seed++ * 151 + 7);
+        return bytes;
+      },
+      /*encrypted=*/true);
   trl::FakeAgentLink links[2];
   for (int m = 0; m < 2; ++m) {
     core.OnMessage(&links[m], trl::Registration(options, m, 4000));

@@ -170,6 +170,50 @@ TEST_F(FencingTest, ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone) {
             << " ms after the freeze\n";
 }
 
+TEST_F(FencingTest, AKilledAgentsRanksGoToASpareWithoutWaitingOutItsLease) {
+  // Machine 1's agent is SIGKILLed; its lease is 60 s. A cut cable looks
+  // the same to the coordinator at first, so it waited out the lease
+  // (60.7 s) before the spare could run ranks 2-3. The dead agent's
+  // guardian sees its workers end and says so: the spare runs them at
+  // once, and not before they are gone.
+  const std::vector<std::string> flags = {
+      "--heartbeat_interval", "0.2", "--lease",    "60",
+      "--max_restarts",       "1",   "--no_python"};
+  auto killed = StartAgent(2, 4, 1, flags);
+  auto spare = StartSpare(2, 4, flags);
+  auto coord = StartCoordinator(2, 4, kWorker, flags);
+  ASSERT_TRUE(PrintedGenerationZeroStarts(*killed, {2, 3}))
+      << killed->Output() << coord->Output();
+  const std::vector<pid_t> old_workers = GenerationZeroPids(*killed, "2|3");
+  ASSERT_EQ(old_workers.size(), 2u) << killed->Output();
+  // The guardian notes a start's workers within 0.1 s; an agent killed
+  // sooner is waited out (not every worker is known to it).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+
+  killed->Signal(SIGKILL);
+  bool checked = false;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        if (spare->Stdout().find("start gen 1 rank 2") == std::string::npos) {
+          return false;
+        }
+        EXPECT_FALSE(AnyRuns(old_workers))
+            << "generation 0's ranks 2-3 run beside the spare's";
+        checked = true;
+        return true;
+      },
+      seconds(15)))
+      << "the spare did not run machine 1's ranks within 15 s\n"
+      << coord->Output() << spare->Output() << killed->Output();
+  EXPECT_TRUE(checked);
+  EXPECT_TRUE(coord->WaitForOutput("guardian says", seconds(1)))
+      << coord->Output();
+  EXPECT_TRUE(killed->WaitForOutput("told its coordinator", seconds(1)))
+      << killed->Output();
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_EQ(spare->Wait(seconds(30)), 0) << spare->Output();
+}
+
 TEST_F(FencingTest, RanksThatExitedZeroWhileTheirAgentWasFrozenSucceedOnce) {
   // Every rank exits 0 while machine 1's agent is frozen; the coordinator
   // loses machine 1 meanwhile. Thawed, the agent reads the lost

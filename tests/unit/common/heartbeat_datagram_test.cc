@@ -76,7 +76,7 @@ TEST(HeartbeatDatagramTest, ParsingRefusesWhatIsNotADatagram) {
   EXPECT_FALSE(with(0, 'X').has_value());  // magic
   EXPECT_FALSE(with(4, 2).has_value());    // version
   EXPECT_FALSE(with(5, 0).has_value());    // kind
-  EXPECT_FALSE(with(5, 3).has_value());
+  EXPECT_FALSE(with(5, 4).has_value());
   EXPECT_FALSE(with(7, 1).has_value());   // reserved
   EXPECT_FALSE(with(13, 1).has_value());  // reserved
 }

@@ -298,6 +298,45 @@ TEST_F(SparesTest, AFencedMachinesRanksMoveAfterItsLeaseAndFenceNotTheGrace) {
   EXPECT_EQ(Start(job).generation, 1);
 }
 
+TEST_F(SparesTest, ADeadAgentsRanksMoveWhenItsGuardianSaysItsWorkersEnded) {
+  // Machine 1's agent is killed; its guardian saw its workers end and
+  // says so: the spare runs its ranks then, not after lease + fence.
+  int spare_key = 0;
+  JobStateMachine job = RunningWithSpare(Settings(), &spare_key);
+  job.AgentDisconnected(1, now_);
+  ASSERT_EQ(job.Tick(now_).handovers.size(), 1u);
+  StopAll(job, 0);
+  Pass(job, milliseconds(300));
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  job.LostAgentGone(1, now_);
+  EXPECT_EQ(Start(job).generation, 1);
+}
+
+TEST_F(SparesTest, ADeadAgentsGuardianDoesNotSpeakForTheAgentsBeforeIt) {
+  // Machine 1 was lost on host b (cut off: it may run until its lease and
+  // grace are over); the spare on s took its place and died in turn. The
+  // guardian on s speaks for s's workers only: b's still bound the start.
+  JobSettings settings = Settings();
+  JobStateMachine job(settings, now_);
+  Admit(job, Agent(0, "a"));
+  Admit(job, Agent(1, "b"));
+  Admit(job, Agent(2, "c"));
+  Admit(job, Spare("s"));
+  Admit(job, Spare("t"));
+  Start(job);
+  job.AgentDisconnected(1, now_);  // b: 4 s lease + 5 s grace + 2 s
+  ASSERT_EQ(job.Tick(now_).handovers.size(), 1u);
+  StopAll(job, 0);
+  Pass(job, seconds(1));
+  job.AgentDisconnected(1, now_);                  // s, the stand-in, dies
+  ASSERT_EQ(job.Tick(now_).handovers.size(), 1u);  // t takes the place
+  job.LostAgentGone(1, now_);
+  Pass(job, seconds(9));  // 10 s after b's loss
+  EXPECT_FALSE(job.Tick(now_).start_generation);
+  Pass(job, seconds(1));
+  EXPECT_EQ(Start(job).generation, 1);
+}
+
 TEST_F(SparesTest, AfterACoordinatorRestartASpareWaitsForTheOldAgentsLease) {
   // Machine 1's agent before the restart had a 12 s lease (with its fence,
   // 12.7 s); the spare's own is 4 s. The restarted coordinator does not

@@ -23,11 +23,16 @@ class HeartbeatDatagramsTest : public ::testing::Test {
     options_.policy.agent_heartbeat_timeout = seconds(3);
     core_ = CoordinatorOnClock(options_, [this] { return now_; });
     // Not random, but every call different: enough to tell sessions apart.
-    core_->OfferUdpHeartbeats(29500, [this](size_t count) {
-      std::string bytes(count, '\0');
-      for (auto& byte : bytes) byte = static_cast<char>(++random_state_ * 37);
-      return bytes;
-    });
+    core_->OfferUdpHeartbeats(
+        29500,
+        [this](size_t count) {
+          std::string bytes(count, '\0');
+          for (auto& byte : bytes) {
+            byte = static_cast<char>(++random_state_ * 37);
+          }
+          return bytes;
+        },
+        /*encrypted=*/true);
   }
 
   void Register(FakeAgentLink* link, int machine_rank) {

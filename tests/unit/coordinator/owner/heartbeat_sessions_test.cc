@@ -48,6 +48,16 @@ class HeartbeatSessionsTest : public ::testing::Test {
     std::vector<std::string_view> views(datagrams.begin(), datagrams.end());
     return sessions_.CheckDatagrams(views);
   }
+  // The agent's last word ("agent gone"), as its guardian sends it.
+  static std::string Gone(const pb::RegistrationReply& reply, int machine_rank,
+                          uint64_t counter = 0) {
+    HeartbeatDatagram gone;
+    gone.kind = HeartbeatKind::kAgentGone;
+    gone.machine_rank = static_cast<uint32_t>(machine_rank);
+    gone.session = reply.heartbeat_session();
+    gone.counter = counter;
+    return EncodeHeartbeat(gone, reply.heartbeat_key());
+  }
   static std::vector<size_t> Indexes(const HeartbeatSessions::Checked& c) {
     std::vector<size_t> indexes;
     for (const auto& accepted : c.accepted) indexes.push_back(accepted.index);
@@ -177,12 +187,77 @@ TEST_F(HeartbeatSessionsTest, AnEndedOrClosedSessionIsNoLongerHeard) {
   sessions_.Open(&machine1_, 1, 3000, &one);
   sessions_.Open(&machine2_, 2, 3000, &two);
   sessions_.EndUdpSession(&machine1_);  // re-keyed: heard on its stream only
-  sessions_.Close(&machine2_);
+  sessions_.Close(&machine2_, 2);
   const auto checked = Check({Beat(one, 1, 1), Beat(two, 2, 1)});
   EXPECT_TRUE(checked.accepted.empty());
   EXPECT_STREQ(checked.first_refusal, "no registered stream has its session");
   EXPECT_TRUE(sessions_.HeartbeatOnStream(&machine1_, kStart));
   EXPECT_EQ(sessions_.Via(&machine2_), nullptr);
+}
+
+TEST_F(HeartbeatSessionsTest, AnAgentsLastWordIsHeardOnceForItsOwnSession) {
+  OfferUdp();
+  pb::RegistrationReply one, two;
+  sessions_.Open(&machine1_, 1, 3000, &one);
+  sessions_.Open(&machine2_, 2, 3000, &two);
+  // While its stream is still registered (its end not seen yet): kept
+  // until the stream ends; a datagram alone ends nothing.
+  auto checked = Check({Gone(one, 1), Gone(one, 1)});
+  EXPECT_TRUE(checked.gone.empty());
+  EXPECT_TRUE(checked.accepted.empty());  // no heartbeat, no ack
+  EXPECT_EQ(checked.first_refusal, nullptr);
+  EXPECT_TRUE(sessions_.Close(&machine1_, 1));
+  EXPECT_TRUE(Check({Gone(one, 1)}).gone.empty());  // a late copy
+  // After its stream ended: once, then its copies are not heard.
+  EXPECT_FALSE(sessions_.Close(&machine2_, 2));
+  checked = Check({Gone(two, 2), Gone(two, 2)});
+  ASSERT_EQ(checked.gone.size(), 1u);
+  EXPECT_EQ(checked.gone[0].machine_rank, 2);
+  EXPECT_STREQ(checked.first_refusal, "no registered stream has its session");
+}
+
+TEST_F(HeartbeatSessionsTest, NoLastWordIsHeardWithoutTls) {
+  // In plaintext the key travels in the clear: a word could be forged.
+  sessions_.OfferUdp(
+      29500, [](size_t count) { return std::string(count, '\x5a'); },
+      /*hear_last_words=*/false);
+  pb::RegistrationReply one;
+  sessions_.Open(&machine1_, 1, 3000, &one);
+  EXPECT_STREQ(Check({Gone(one, 1)}).first_refusal, "a last word without TLS");
+  EXPECT_FALSE(sessions_.Close(&machine1_, 1));
+  const auto checked = Check({Gone(one, 1)});
+  EXPECT_TRUE(checked.gone.empty());
+  EXPECT_STREQ(checked.first_refusal, "a last word without TLS");
+}
+
+TEST_F(HeartbeatSessionsTest, ALastWordNotTheAgentsOwnIsNotHeard) {
+  OfferUdp();
+  pb::RegistrationReply one, two, spare, again;
+  sessions_.Open(&machine1_, 1, 3000, &one);
+  sessions_.Open(&machine2_, 2, 3000, &two);
+  // Another machine's name, another key, a counter: refused.
+  auto checked = Check({Gone(one, 2)});
+  EXPECT_TRUE(checked.gone.empty());
+  EXPECT_STREQ(checked.first_refusal, "bad signature");
+  pb::RegistrationReply forged = one;
+  forged.set_heartbeat_key(two.heartbeat_key());
+  EXPECT_STREQ(Check({Gone(forged, 1)}).first_refusal, "bad signature");
+  EXPECT_STREQ(Check({Gone(one, 1, 7)}).first_refusal, "bad signature");
+  // A heartbeat's signature does not make a last word.
+  EXPECT_TRUE(Check({Beat(one, 1, 0)}).gone.empty());
+  // None of those was taken for its word. Machine 1's stream ends; a new
+  // agent of machine 1 registers: the old one's word is moot (the new one
+  // stopped what the old one left).
+  EXPECT_FALSE(sessions_.Close(&machine1_, 1));
+  FakeAgentLink newcomer;
+  sessions_.Open(&newcomer, 1, 3000, &again);
+  EXPECT_TRUE(Check({Gone(one, 1)}).gone.empty());
+  // Machine 2's stream ends; a spare takes its place and is lost in turn:
+  // the first agent's word no longer speaks for what the machine runs.
+  sessions_.Close(&machine2_, 2);
+  sessions_.Open(&spare_, -1, 3000, &spare);
+  sessions_.Close(&spare_, 2);  // rekeyed to machine 2, then lost
+  EXPECT_TRUE(Check({Gone(two, 2)}).gone.empty());
 }
 
 }  // namespace
