@@ -54,6 +54,24 @@ class FencingTest : public LauncherTest {
     return false;
   }
 
+  // Waits up to `within` for the spare to start rank 2 of generation 1
+  // (machine 1's first rank); at that moment none of `old_workers` may
+  // run (I1). Whether it started.
+  bool SpareStartsMachineOneAfterItsOldWorkers(
+      const Subprocess& spare, const std::vector<pid_t>& old_workers,
+      std::chrono::seconds within) {
+    return WaitUntil(
+        [&] {
+          if (spare.Stdout().find("start gen 1 rank 2") == std::string::npos) {
+            return false;
+          }
+          EXPECT_FALSE(AnyRuns(old_workers))
+              << "generation 0's ranks 2-3 run beside the spare's";
+          return true;
+        },
+        within);
+  }
+
   struct FrozenAsEveryRankExits {
     std::vector<std::string> flags;
     std::unique_ptr<Subprocess> frozen;  // machine 1's agent, stopped
@@ -143,20 +161,9 @@ TEST_F(FencingTest, ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone) {
   const auto frozen_at = std::chrono::steady_clock::now();
   // The moment the spare starts a rank of machine 1, the frozen machine's
   // are gone.
-  bool checked = false;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        if (spare->Stdout().find("start gen 1 rank 2") == std::string::npos) {
-          return false;
-        }
-        EXPECT_FALSE(AnyRuns(old_workers))
-            << "generation 0's ranks 2-3 run beside the spare's";
-        checked = true;
-        return true;
-      },
-      seconds(30)))
+  ASSERT_TRUE(
+      SpareStartsMachineOneAfterItsOldWorkers(*spare, old_workers, seconds(30)))
       << coord->Output() << spare->Output();
-  EXPECT_TRUE(checked);
   const auto took_over = std::chrono::steady_clock::now() - frozen_at;
   frozen->Signal(SIGCONT);
   EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
@@ -191,21 +198,10 @@ TEST_F(FencingTest, AKilledAgentsRanksGoToASpareWithoutWaitingOutItsLease) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
   killed->Signal(SIGKILL);
-  bool checked = false;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        if (spare->Stdout().find("start gen 1 rank 2") == std::string::npos) {
-          return false;
-        }
-        EXPECT_FALSE(AnyRuns(old_workers))
-            << "generation 0's ranks 2-3 run beside the spare's";
-        checked = true;
-        return true;
-      },
-      seconds(15)))
+  ASSERT_TRUE(
+      SpareStartsMachineOneAfterItsOldWorkers(*spare, old_workers, seconds(15)))
       << "the spare did not run machine 1's ranks within 15 s\n"
       << coord->Output() << spare->Output() << killed->Output();
-  EXPECT_TRUE(checked);
   EXPECT_TRUE(coord->WaitForOutput("guardian says", seconds(1)))
       << coord->Output();
   EXPECT_TRUE(killed->WaitForOutput("told its coordinator", seconds(1)))
