@@ -54,6 +54,27 @@ class FencingTest : public LauncherTest {
     return false;
   }
 
+  // Machine 1's agent, a spare and the coordinator of a 2 x 2 job running
+  // kWorker, with generation 0's ranks 2-3 started on machine 1.
+  struct WithASpare {
+    std::unique_ptr<Subprocess> machine1, spare, coord;
+    std::vector<pid_t> old_workers;  // machine 1's ranks 2-3
+  };
+  WithASpare StartWithASpare(const std::vector<std::string>& flags) {
+    WithASpare job;
+    job.machine1 = StartAgent(2, 4, 1, flags);
+    job.spare = StartSpare(2, 4, flags);
+    job.coord = StartCoordinator(2, 4, kWorker, flags);
+    if (!PrintedGenerationZeroStarts(*job.machine1, {2, 3})) {
+      ADD_FAILURE() << "no start of ranks 2-3:\n"
+                    << job.machine1->Output() << job.coord->Output();
+      return job;
+    }
+    job.old_workers = GenerationZeroPids(*job.machine1, "2|3");
+    EXPECT_EQ(job.old_workers.size(), 2u) << job.machine1->Output();
+    return job;
+  }
+
   // Waits up to `within` for the spare to start rank 2 of generation 1
   // (machine 1's first rank); at that moment none of `old_workers` may
   // run (I1). Whether it started.
@@ -149,28 +170,23 @@ TEST_F(FencingTest, ASpareRunsAFrozenMachinesRanksOnlyOnceItsWorkersAreGone) {
   const std::vector<std::string> flags = {
       "--heartbeat_interval", "0.2", "--lease",    "2", "--stop_grace", "1",
       "--max_restarts",       "1",   "--no_python"};
-  auto frozen = StartAgent(2, 4, 1, flags);
-  auto spare = StartSpare(2, 4, flags);
-  auto coord = StartCoordinator(2, 4, kWorker, flags);
-  ASSERT_TRUE(PrintedGenerationZeroStarts(*frozen, {2, 3}))
-      << frozen->Output() << coord->Output();
-  const std::vector<pid_t> old_workers = GenerationZeroPids(*frozen, "2|3");
-  ASSERT_EQ(old_workers.size(), 2u) << frozen->Output();
+  WithASpare job = StartWithASpare(flags);
+  ASSERT_EQ(job.old_workers.size(), 2u);
 
-  frozen->Signal(SIGSTOP);
+  job.machine1->Signal(SIGSTOP);
   const auto frozen_at = std::chrono::steady_clock::now();
   // The moment the spare starts a rank of machine 1, the frozen machine's
   // are gone.
-  ASSERT_TRUE(
-      SpareStartsMachineOneAfterItsOldWorkers(*spare, old_workers, seconds(30)))
-      << coord->Output() << spare->Output();
+  ASSERT_TRUE(SpareStartsMachineOneAfterItsOldWorkers(
+      *job.spare, job.old_workers, seconds(30)))
+      << job.coord->Output() << job.spare->Output();
   const auto took_over = std::chrono::steady_clock::now() - frozen_at;
-  frozen->Signal(SIGCONT);
-  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
-  EXPECT_EQ(spare->Wait(seconds(30)), 0) << spare->Output();
+  job.machine1->Signal(SIGCONT);
+  EXPECT_EQ(job.coord->Wait(seconds(30)), 0) << job.coord->Output();
+  EXPECT_EQ(job.spare->Wait(seconds(30)), 0) << job.spare->Output();
   // Thawed, it tries to rejoin a job that has ended; it is not waited for.
-  frozen->Signal(SIGTERM);
-  frozen->Wait(seconds(10));
+  job.machine1->Signal(SIGTERM);
+  job.machine1->Wait(seconds(10));
   std::cout << "spare took over "
             << std::chrono::duration_cast<std::chrono::milliseconds>(took_over)
                    .count()
@@ -186,28 +202,23 @@ TEST_F(FencingTest, AKilledAgentsRanksGoToASpareWithoutWaitingOutItsLease) {
   const std::vector<std::string> flags = {
       "--heartbeat_interval", "0.2", "--lease",    "60",
       "--max_restarts",       "1",   "--no_python"};
-  auto killed = StartAgent(2, 4, 1, flags);
-  auto spare = StartSpare(2, 4, flags);
-  auto coord = StartCoordinator(2, 4, kWorker, flags);
-  ASSERT_TRUE(PrintedGenerationZeroStarts(*killed, {2, 3}))
-      << killed->Output() << coord->Output();
-  const std::vector<pid_t> old_workers = GenerationZeroPids(*killed, "2|3");
-  ASSERT_EQ(old_workers.size(), 2u) << killed->Output();
+  WithASpare job = StartWithASpare(flags);
+  ASSERT_EQ(job.old_workers.size(), 2u);
   // The guardian notes a start's workers within 0.1 s; an agent killed
   // sooner is waited out (not every worker is known to it).
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
-  killed->Signal(SIGKILL);
-  ASSERT_TRUE(
-      SpareStartsMachineOneAfterItsOldWorkers(*spare, old_workers, seconds(15)))
+  job.machine1->Signal(SIGKILL);
+  ASSERT_TRUE(SpareStartsMachineOneAfterItsOldWorkers(
+      *job.spare, job.old_workers, seconds(15)))
       << "the spare did not run machine 1's ranks within 15 s\n"
-      << coord->Output() << spare->Output() << killed->Output();
-  EXPECT_TRUE(coord->WaitForOutput("guardian says", seconds(1)))
-      << coord->Output();
-  EXPECT_TRUE(killed->WaitForOutput("told its coordinator", seconds(1)))
-      << killed->Output();
-  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
-  EXPECT_EQ(spare->Wait(seconds(30)), 0) << spare->Output();
+      << job.coord->Output() << job.spare->Output() << job.machine1->Output();
+  EXPECT_TRUE(job.coord->WaitForOutput("guardian says", seconds(1)))
+      << job.coord->Output();
+  EXPECT_TRUE(job.machine1->WaitForOutput("told its coordinator", seconds(1)))
+      << job.machine1->Output();
+  EXPECT_EQ(job.coord->Wait(seconds(30)), 0) << job.coord->Output();
+  EXPECT_EQ(job.spare->Wait(seconds(30)), 0) << job.spare->Output();
 }
 
 TEST_F(FencingTest, RanksThatExitedZeroWhileTheirAgentWasFrozenSucceedOnce) {
