@@ -9,6 +9,7 @@
 #include "proto/trl_launch.pb.h"
 #include "tests/integration/job_status_probe.h"
 #include "tests/integration/launcher_fixture.h"
+#include "tests/integration/process_state.h"
 
 namespace trl::testing {
 namespace {
@@ -199,7 +200,14 @@ TEST_F(LauncherTest, KilledAgentFailsTheJobAndItsWorkersDie) {
   const pb::JobStatus status = WaitUntilRunning(port_, 4);
   ASSERT_EQ(status.ranks_size(), 4) << coord->Output();
   for (const auto& rank : status.ranks()) worker_pids_.insert(rank.pid());
-  agent->Signal(SIGKILL);  // its workers die by PR_SET_PDEATHSIG
+  // Its guardian is killed first, as the OOM killer or a kill of the whole
+  // session could: the workers die by PR_SET_PDEATHSIG alone (the guardian
+  // notes them within 0.1 s of their start and would kill them too).
+  const std::vector<pid_t> guardians =
+      ChildrenNamed(agent->pid(), "trl-guardian");
+  ASSERT_EQ(guardians.size(), 1u);
+  kill(guardians[0], SIGKILL);
+  agent->Signal(SIGKILL);
   EXPECT_EQ(coord->Wait(seconds(20)), 1) << coord->Output();
   EXPECT_NE(coord->Stderr().find("the agent of machine 1 (host"),
             std::string::npos)
