@@ -208,6 +208,14 @@ TEST_F(LauncherTest, KilledAgentFailsTheJobAndItsWorkersDie) {
   ASSERT_EQ(guardians.size(), 1u);
   kill(guardians[0], SIGKILL);
   agent->Signal(SIGKILL);
+  // At once (the kernel's SIGKILL as the agent dies), not by a later sweep
+  // of machine 0's agent or the test's own clean-up.
+  for (const auto& rank : status.ranks()) {
+    if (rank.machine_rank() != 1) continue;
+    EXPECT_TRUE(
+        WaitUntil([&] { return !ProcessExists(rank.pid()); }, seconds(2)))
+        << "worker " << rank.pid() << " outlived its killed agent";
+  }
   EXPECT_EQ(coord->Wait(seconds(20)), 1) << coord->Output();
   EXPECT_NE(coord->Stderr().find("the agent of machine 1 (host"),
             std::string::npos)
