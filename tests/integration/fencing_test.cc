@@ -204,9 +204,10 @@ TEST_F(FencingTest, AKilledAgentsRanksGoToASpareWithoutWaitingOutItsLease) {
       "--max_restarts",       "1",   "--no_python"};
   WithASpare job = StartWithASpare(flags);
   ASSERT_EQ(job.old_workers.size(), 2u);
-  // The guardian notes a start's workers within 0.1 s; an agent killed
-  // sooner is waited out (not every worker is known to it).
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The guardian notes a start's workers within 0.1 s (and the whole tree
+  // every second); an agent killed sooner is waited out (not every worker
+  // is known to it). 1.5 s: both, on a loaded machine.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
 
   job.machine1->Signal(SIGKILL);
   ASSERT_TRUE(SpareStartsMachineOneAfterItsOldWorkers(
