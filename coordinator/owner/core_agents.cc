@@ -116,9 +116,7 @@ CoordinatorCore::OnHeartbeatDatagrams(
     machine_.Heartbeat(accepted.machine_rank, now);
     replies.push_back({accepted.index, std::move(accepted.ack)});
   }
-  for (const HeartbeatSessions::Gone& gone : checked.gone) {
-    OnAgentGone(gone.machine_rank);
-  }
+  for (int m : checked.gone) OnAgentGone(m);
   return replies;
 }
 

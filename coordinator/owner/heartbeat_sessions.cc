@@ -102,7 +102,7 @@ const char* HeartbeatSessions::CheckAgentGone(const HeartbeatDatagram& gone,
   if (!IsLastWordOf(gone, datagram, closed->first, *closed->second.key)) {
     return "bad signature";
   }
-  checked.gone.push_back({closed->first});
+  checked.gone.push_back(closed->first);
   closed_.erase(closed);  // once
   return nullptr;
 }

@@ -57,10 +57,6 @@ class HeartbeatSessions {
   // once the stream has ended: a datagram alone does not end a stream).
   bool Close(AgentLink* stream, int key);
 
-  // The last word of `machine_rank`'s agent was heard: copies of it are
-  // not heard again.
-  void LastWordHeard(int machine_rank) { closed_.erase(machine_rank); }
-
   // A heartbeat came on `stream` at `now`: whether it gets an ack (the
   // first, then the first at least lease / 3 after the last ack).
   bool HeartbeatOnStream(AgentLink* stream, TimePoint now);
@@ -71,14 +67,11 @@ class HeartbeatSessions {
     int machine_rank;
     std::string ack;
   };
-  // A machine's agent is gone, as its guardian says for it, after its
-  // stream ended.
-  struct Gone {
-    int machine_rank;
-  };
   struct Checked {
     std::vector<Accepted> accepted;  // in the datagrams' order
-    std::vector<Gone> gone;
+    // Machines whose agent is gone, as its guardian says for it, after
+    // its stream ended.
+    std::vector<int> gone;
     // Why the first refused datagram was refused; nullptr if none was.
     const char* first_refusal = nullptr;
   };

@@ -212,7 +212,7 @@ TEST_F(HeartbeatSessionsTest, AnAgentsLastWordIsHeardOnceForItsOwnSession) {
   EXPECT_FALSE(sessions_.Close(&machine2_, 2));
   checked = Check({Gone(two, 2), Gone(two, 2)});
   ASSERT_EQ(checked.gone.size(), 1u);
-  EXPECT_EQ(checked.gone[0].machine_rank, 2);
+  EXPECT_EQ(checked.gone[0], 2);
   EXPECT_STREQ(checked.first_refusal, "no registered stream has its session");
 }
 
