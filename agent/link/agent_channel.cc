@@ -21,13 +21,31 @@ std::shared_ptr<grpc::Channel> AgentChannel(
   if (derived_identity) SetDerivedServerName(&args);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(kMaxReconnectBackoff.count()));
   SetAgentKeepalive(&args);
   args.SetMaxReceiveMessageSize(4 << 20);
   // A connection of its own: after a lost session the agent starts afresh
   // instead of reusing a TCP connection that a partition left stale.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(target, credentials, args);
+}
+
+ChannelPoller::~ChannelPoller() {
+  queue_.Shutdown();
+  void* tag;
+  bool ok;
+  while (queue_.Next(&tag, &ok)) {
+  }
+}
+
+void ChannelPoller::PollFor(std::chrono::milliseconds time) {
+  void* tag;
+  bool ok;
+  queue_.AsyncNext(
+      &tag, &ok,
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                   gpr_time_from_millis(time.count(), GPR_TIMESPAN)));
 }
 
 }  // namespace trl

@@ -5,10 +5,18 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
 namespace trl {
+
+// The longest wait of AgentChannel before it tries a failed connection
+// again (its backoff), and how long a caller lets one fail before it takes
+// a fresh channel instead: gRPC times the backoff on the wall clock, which
+// may have stepped back (agent.cc, WaitForCoordinator).
+inline constexpr std::chrono::milliseconds kMaxReconnectBackoff{1000};
+inline constexpr std::chrono::milliseconds kFreshChannelAfter{1500};
 
 // `derived_identity`: the credentials are the token's derived identity
 // (common/derived_identity.h), checked against its name.
@@ -16,6 +24,25 @@ std::shared_ptr<grpc::Channel> AgentChannel(
     const std::string& target,
     const std::shared_ptr<grpc::ChannelCredentials>& credentials,
     bool derived_identity);
+
+// Drives this process's gRPC I/O (a channel's connection, its handshake)
+// for a while timed on the monotonic clock, by polling a completion queue
+// with nothing in it; then the caller reads the channel's state. gRPC's
+// own waits (WaitForStateChange's deadline, the reconnect backoff) are
+// timers that sleep until a wall-clock deadline (absl 20220623): they came
+// as late as the wall clock had stepped back.
+class ChannelPoller {
+ public:
+  ChannelPoller() = default;
+  ~ChannelPoller();
+  ChannelPoller(const ChannelPoller&) = delete;
+  ChannelPoller& operator=(const ChannelPoller&) = delete;
+
+  void PollFor(std::chrono::milliseconds time);
+
+ private:
+  grpc::CompletionQueue queue_;
+};
 
 // The keepalive pings of AgentChannel, for the agent simulator: it must
 // cost the coordinator what real agents cost. (It keeps gRPC's default

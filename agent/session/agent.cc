@@ -139,8 +139,27 @@ bool Agent::WaitForCoordinator(
   // up to the timeout.
   const auto attempt_started = steady_clock::now();
   std::optional<steady_clock::time_point> refused_since;
+  // gRPC retries a failed connection after its backoff (1 s at most, see
+  // AgentChannel), timed by absl's wait, whose deadline is on the wall
+  // clock: after the clock stepped back, the retry came that much later (a
+  // clock 30 s off: 28 s to rejoin a coordinator back after 1 s). A channel
+  // failing for longer than the backoff is replaced on the monotonic clock:
+  // a fresh channel connects at once.
+  auto failing_since = steady_clock::now();
+  // The wait for a change of state is polled on the monotonic clock too:
+  // WaitForStateChange's deadline is a gRPC timer (a 200 ms wait took 28 s
+  // with the clock 30 s off).
+  ChannelPoller poller;
   grpc_connectivity_state state = channel->GetState(true);
   while (state != GRPC_CHANNEL_READY) {
+    if (state != GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      failing_since = steady_clock::now();
+    } else if (steady_clock::now() - failing_since > kFreshChannelAfter) {
+      channel =
+          AgentChannel(target, credentials, options_.identity.has_value());
+      state = channel->GetState(true);
+      failing_since = steady_clock::now();
+    }
     CoordinatorWaitObservation seen;
     const bool failing = state == GRPC_CHANNEL_TRANSIENT_FAILURE;
     seen.problem = failing ? CoordinatorWaitProblem::kHandshakeFails
@@ -151,11 +170,13 @@ bool Agent::WaitForCoordinator(
                                            std::chrono::seconds(3))) {
       return false;
     }
-    if (channel->WaitForStateChange(state,
-                                    std::chrono::system_clock::now() +
-                                        std::chrono::milliseconds(200))) {
-      state = channel->GetState(true);
-    }
+    // Every 2 ms for the first second (a connection takes milliseconds
+    // when all is well), every 20 ms after.
+    poller.PollFor(steady_clock::now() - attempt_started <
+                           std::chrono::seconds(1)
+                       ? std::chrono::milliseconds(2)
+                       : std::chrono::milliseconds(20));
+    state = channel->GetState(true);
     const auto now = steady_clock::now();
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !refused_since &&
         now - attempt_started < std::chrono::seconds(3)) {

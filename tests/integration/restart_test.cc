@@ -8,6 +8,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -112,6 +114,23 @@ void ExpectOneGenerationAtATime(const std::string& records,
       }
     }
   }
+}
+
+// The time of day (seconds) of the last log line "HH:MM:SS.mmm ..." in
+// `log` that holds `text`; -1 if none.
+double LoggedAt(const std::string& log, const std::string& text) {
+  std::istringstream lines(log);
+  std::string line;
+  double at = -1;
+  while (std::getline(lines, line)) {
+    int h, m;
+    double s;
+    if (line.find(text) != std::string::npos &&
+        std::sscanf(line.c_str(), "%d:%d:%lf", &h, &m, &s) == 3) {
+      at = h * 3600 + m * 60 + s;
+    }
+  }
+  return at;
 }
 
 struct Sighting {
@@ -315,6 +334,61 @@ TEST_F(RestartTest, RestartedCoordinatorResumesTheJob) {
     ASSERT_NE(at, std::string::npos) << "no '" << line << "' in order in\n"
                                      << history;
   }
+  std::filesystem::remove(state_file + ".events");
+}
+
+// gRPC's reconnect backoff sleeps in absl's timed wait, whose deadline is
+// on the wall clock (tests/integration/monotonic_wait_test.cc): an agent
+// whose wall clock ran 30 s ahead of the kernel's (as after a backward step
+// of the clock by NTP, for waits begun before it) waited 28 s to rejoin a
+// coordinator that was back after 1 s (nemesis, CI, seed 1: the agent gave
+// up after 30 s and exited 1 although its job succeeded).
+TEST_F(RestartTest,
+       AnAgentWhoseWallClockRunsAheadRejoinsARestartedCoordinator) {
+  const std::string state_file =
+      ::testing::TempDir() + "/trl-coord-" + std::to_string(port_) + ".state";
+  const std::vector<std::string> flags = {"--state_file", state_file, "--lease",
+                                          "1.5"};
+  const std::string shift_file =
+      ::testing::TempDir() + "/clock-shift-" + std::to_string(port_);
+  std::ofstream(shift_file) << "30\n";
+  std::vector<std::string> argv = {TRL_AGENT_BIN, "--machine_rank", "1",
+                                   "--lease", "1.5"};
+  for (auto& flag : ClusterFlags(2, 4)) argv.push_back(flag);
+  Subprocess agent(argv, {std::string("LD_PRELOAD=") + TRL_CLOCK_SHIFT_LIB,
+                          "TRL_CLOCK_SHIFT_FILE=" + shift_file});
+  const auto job = Script("exec sleep 60", "exit 0");
+  auto coord = StartCoordinator(2, 4, job, flags);
+  const auto gen0 = WaitForGeneration0({coord.get(), &agent}, 4);
+  ASSERT_EQ(gen0.size(), 4u) << coord->Output() << agent.Output();
+  for (const auto& s : gen0) worker_pids_.insert(s.pid);
+  // Frozen past the agent's lease: the agent reconnects to a port that
+  // answers (the kernel accepts for a stopped process) and its handshake
+  // hangs; then the coordinator dies, and the connection fails.
+  coord->Signal(SIGSTOP);
+  ASSERT_TRUE(
+      agent.WaitForOutput("reconnecting to the coordinator", seconds(10)))
+      << agent.Output();
+  std::this_thread::sleep_for(milliseconds(500));
+  coord->Signal(SIGKILL);
+  ASSERT_EQ(coord->Wait(seconds(10)), 128 + SIGKILL);
+  std::this_thread::sleep_for(seconds(1));
+  auto again = StartCoordinator(2, 4, job, flags);
+  const auto back_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(again->WaitForOutput("machine 1 registered", seconds(60)))
+      << again->Output() << agent.Output();
+  // On the true clock: under 2 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - back_at, seconds(5))
+      << agent.Output();
+  ASSERT_EQ(again->Wait(seconds(30)), 0) << again->Output();
+  ASSERT_EQ(agent.Wait(seconds(30)), 0) << agent.Output();
+  // The shim was in place: the agent logged its registration 30 s after
+  // the coordinator did.
+  const double ahead = LoggedAt(agent.Stderr(), "machine 1 registered") -
+                       LoggedAt(again->Stderr(), "machine 1 registered");
+  EXPECT_NEAR(std::fmod(ahead + 86400, 86400), 30, 2)
+      << "the clock shim is not in place";
+  std::filesystem::remove(shift_file);
   std::filesystem::remove(state_file + ".events");
 }
 
