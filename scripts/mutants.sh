@@ -59,6 +59,7 @@ mutants=(
   "agent-gone-ignored~cxx~coordinator/owner/core_agents.cc~s/^  machine_.LostAgentGone(m, clock_());/  (void)m;/~FencingTest.AKilledAgentsRanksGoToASpareWithoutWaitingOutItsLease~"
   "reconnect-timer-trusted~cxx~agent/session/agent.cc~s/    } else if (steady_clock::now() - failing_since > kFreshChannelAfter) {/    } else if (false) {/~RestartTest.AnAgentWhoseWallClockRunsAheadRejoinsARestartedCoordinator~"
   "channel-wait-unpolled~cxx~agent/link/agent_channel.cc~/^void ChannelPoller::PollFor(/a\\  usleep(static_cast<useconds_t>(time.count()) * 1000); return;~RestartTest.AnAgentWhoseWallClockRunsAheadRejoinsARestartedCoordinator~"
+  "old-agent-not-awaited~cxx~coordinator/owner/core.cc~s/      if (node.from_spare \\&\\& node.old_agent_may_run_until > now) {/      if (false) {/~OldAgentFarewellTest.AHandedOverMachinesOldAgentIsAwaitedWhileItMayRun~"
   "ledger-planted-dir-used~cxx~agent/cleanup/exit_ledger.cc~s/  return lstat(dir.c_str(), \&info) == 0 \&\& S_ISDIR(info.st_mode) \&\&/  return true || lstat(dir.c_str(), \&info) == 0 \&\& S_ISDIR(info.st_mode) \&\&/~ExitLedgerTest.APlantedDirectoryIsNeverUsed~"
   "ledger-report-of-another-run~cxx~coordinator/owner/agent_input.cc~s/    if (run_id.empty() || request.report_run_id() != run_id) break;/    (void)run_id;/~RegistrationReportTest.OnlyThisRunsExitsAreTaken~"
   "replacement-before-old-lease~cxx~coordinator/job/membership.cc~s/  return now >= machines_.ReplacementsAllowedAt();/  return true;/~JobRestartTest.AnotherAgentGetsALostMachinesRanksOnlyAfterItsLease~"

@@ -253,6 +253,14 @@ void CoordinatorCore::Execute(const Decision& decision) {
     const TimePoint now = clock_();
     for (const auto& [m, node] : machine_.nodes()) {
       farewells_.AwaitUntil(m, now + node.info.lease + std::chrono::seconds(2));
+      // A spare holds it: its old agent, lost, may be frozen and come back
+      // while its workers may still run (its lease and fence) and 2 s
+      // more; then it leaves with the job's code, not after its reconnect
+      // timeout with 1 (nemesis, seed 8, --shapes spare).
+      if (node.from_spare && node.old_agent_may_run_until > now) {
+        farewells_.AwaitUntil(OldAgentOf(m), node.old_agent_may_run_until +
+                                                 std::chrono::seconds(2));
+      }
     }
     if (spares_cut_ > 0) {
       // A spare registers again as machine -1 (kSpareCutOff).

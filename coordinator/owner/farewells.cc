@@ -14,9 +14,15 @@ void Farewells::AwaitUntil(int machine, TimePoint until) {
 }
 
 bool Farewells::ToldOnReturn(AgentLink* stream, int machine) {
-  if (!awaiting_.count(machine)) return false;
-  told_[stream] = machine;
-  return true;
+  // (A spare registers as kSpareCutOff, which has no old agent.)
+  const int old_agent = machine >= 0 ? OldAgentOf(machine) : machine;
+  for (const int key : {old_agent, machine}) {
+    if (awaiting_.count(key)) {
+      told_[stream] = key;
+      return true;
+    }
+  }
+  return false;
 }
 
 bool Farewells::Heard(AgentLink* stream) {

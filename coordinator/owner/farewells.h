@@ -19,6 +19,12 @@ namespace trl {
 // The machine a spare registers as (AgentRegistration.machine_rank -1):
 // the key under which a spare cut off before the job's end is awaited.
 inline constexpr int kSpareCutOff = -1;
+// The key under which the old agent of `machine`, whose place a spare took,
+// is awaited: it registers again as `machine` (it does not know), and is
+// told under this key rather than the machine's, which waits for the spare.
+inline constexpr int OldAgentOf(int machine) {
+  return kSpareCutOff - 1 - machine;
+}
 
 class Farewells {
  public:
@@ -30,8 +36,9 @@ class Farewells {
   // (kSpareCutOff: a spare cut off before the end).
   void AwaitUntil(int machine, TimePoint until);
   // An agent of `machine` that registered after the end was told on
-  // `stream`: whether its machine is awaited (then `stream` waits for its
-  // word; if not, the caller closes it).
+  // `stream`: whether it is awaited, as the machine's old agent (first) or
+  // as the machine (then `stream` waits for its word; if not, the caller
+  // closes it).
   bool ToldOnReturn(AgentLink* stream, int machine);
   // `stream` said it heard: whether it had been told (its machine is no
   // longer awaited; the caller closes it).

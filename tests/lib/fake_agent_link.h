@@ -90,6 +90,7 @@ class FakeAgentLink : public AgentLink {
     return resumes_;
   }
   int acks() const { return Count(&Message::has_heartbeat_ack); }
+  int role_changes() const { return Count(&Message::has_role_change); }
   // The assignments received, and their generations.
   std::vector<trl::launch::v1::Assignment> assignments() const {
     std::lock_guard<std::mutex> lock(mutex_);

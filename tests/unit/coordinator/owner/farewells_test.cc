@@ -31,6 +31,19 @@ TEST_F(FarewellsTest, AMachineToldAtTheEndIsAwaitedUntilItSaysItHeard) {
   EXPECT_TRUE(farewells_.AllHeard(kEnd));
 }
 
+TEST_F(FarewellsTest, AMachinesOldAgentBackIsToldApartFromTheSpareHoldingIt) {
+  // A spare holds machine 1 and was told at the end; machine 1's old agent
+  // comes back (as machine 1) before the spare said it heard: its word
+  // does not stand for the spare's.
+  farewells_.ToldAtTheEnd(&spare_, 1);
+  farewells_.AwaitUntil(OldAgentOf(1), kEnd + seconds(5));
+  EXPECT_TRUE(farewells_.ToldOnReturn(&returned_, 1));
+  EXPECT_TRUE(farewells_.Heard(&returned_));
+  EXPECT_FALSE(farewells_.AllHeard(kEnd)) << "the spare has not heard";
+  EXPECT_TRUE(farewells_.Heard(&spare_));
+  EXPECT_TRUE(farewells_.AllHeard(kEnd));
+}
+
 TEST_F(FarewellsTest, AMachineCutOffIsAwaitedUntilItsTimeIsUp) {
   farewells_.AwaitUntil(1, kEnd + seconds(5));
   EXPECT_FALSE(farewells_.AllHeard(kEnd + seconds(5)));

@@ -32,6 +32,11 @@ class JobEndFarewellTest : public ::testing::Test {
     exited->set_exit_code(0);
     core_->OnMessage(link, message);
   }
+  void Heartbeat(FakeAgentLink* link) {
+    pb::AgentMessage message;
+    message.mutable_heartbeat();
+    core_->OnMessage(link, message);
+  }
   void Heard(FakeAgentLink* link) {
     pb::AgentMessage message;
     message.mutable_job_end_heard();
@@ -212,6 +217,65 @@ TEST_F(JobEndFarewellTest, ASpareConnectedAtTheEndIsNotAwaitedOnceCut) {
   FakeAgentLink a, b;
   SucceedAndPart(&a, &b);
   core_->OnDisconnected(&spare);
+  EXPECT_TRUE(FarewellsHeard());
+}
+
+}  // namespace
+}  // namespace trl
+
+namespace trl {
+namespace {
+
+// Machine 1's ranks exited 0, then its agent went silent (frozen) just
+// before the job's end: its place went to the spare, which heard the end.
+// The old agent, thawed, registers again as machine 1; the coordinator
+// stays for it while it may still be running (its lease and stop grace)
+// and 2 s, so that it leaves with the job's code instead of exiting 1
+// after its reconnect timeout (nemesis, seed 8 of --shapes spare).
+class OldAgentFarewellTest : public JobEndFarewellTest {
+ protected:
+  // Returns when the job has succeeded with machine 1 held by the spare,
+  // and every stream but the old agent's has heard and ended.
+  void SucceedWithMachine1HandedOver(FakeAgentLink* a, FakeAgentLink* b,
+                                     FakeAgentLink* spare) {
+    core_->OnMessage(spare, SpareRegistration());
+    ASSERT_TRUE(spare->reply().spare());
+    Register(a, 0);
+    Register(b, 1);
+    ASSERT_EQ(core_->Status().state(), "running");
+    ExitZero(b);
+    // Machine 1 falls silent: lost after its lease (3 s), its ranks handed
+    // to the spare.
+    for (int i = 0; i < 8; ++i) {
+      now_ += milliseconds(500);
+      Heartbeat(a);
+      Heartbeat(spare);
+      core_->Tick();
+    }
+    ASSERT_GT(spare->role_changes(), 0) << "no handover to the spare";
+    ExitZero(a);
+    ASSERT_EQ(core_->Status().state(), "succeeded");
+    Heard(a);
+    Heard(spare);
+    core_->OnDisconnected(a);
+    core_->OnDisconnected(spare);
+    core_->OnDisconnected(b);
+  }
+};
+
+TEST_F(OldAgentFarewellTest,
+       AHandedOverMachinesOldAgentIsAwaitedWhileItMayRun) {
+  FakeAgentLink a, b, spare;
+  SucceedWithMachine1HandedOver(&a, &b, &spare);
+  EXPECT_FALSE(FarewellsHeard()) << "the old agent of machine 1 may come back";
+  now_ += std::chrono::seconds(3);
+  ExpectMachine1ToldWhenItRegistersAgain();
+}
+
+TEST_F(OldAgentFarewellTest, AHandedOverMachinesOldAgentIsAwaitedOnlyAWhile) {
+  FakeAgentLink a, b, spare;
+  SucceedWithMachine1HandedOver(&a, &b, &spare);
+  now_ += std::chrono::seconds(60);
   EXPECT_TRUE(FarewellsHeard());
 }
 
