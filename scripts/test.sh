@@ -18,11 +18,20 @@ cd "$(dirname "$0")/.." || exit 1
 # ccache keys on paths relative to the checkout: the mutants' copy of the
 # tree (build-mutants/tree, built the same way) reuses the main build.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# Each stage's seconds, printed with the verdict (CI must stay under 50
+# minutes on a fresh machine: this says where the time goes).
+stage_times=() stage_name="" stage_start=$SECONDS
+stage() {
+  [ -n "$stage_name" ] && stage_times+=("${stage_name%%[ :]*} $((SECONDS - stage_start)) s")
+  stage_name=$1 stage_start=$SECONDS
+  [ -n "$1" ] && echo "== $1 (at $SECONDS s)"
+}
+stage setup
 ./scripts/setup.sh --tests || { echo "FAIL: scripts/setup.sh --tests"; exit 1; }
 
 failed_stages=()
 
-echo "== clang-format"
+stage clang-format
 files=$(git ls-files '*.cc' '*.h' 2>/dev/null || find . -name '*.cc' -o -name '*.h')
 # shellcheck disable=SC2086
 if clang-format --dry-run -Werror $files; then
@@ -42,7 +51,7 @@ real_token="$HOME/.trl/token"
 token_state() { stat -c '%i %Y %s' "$real_token" 2>/dev/null || echo absent; }
 token_before=$(token_state)
 
-echo "== tests"
+stage tests
 junit="$scratch/ctest.xml"
 # A failed test's output over ctest's limit loses its start, not its end
 # (the verdict shows each failure's last lines).
@@ -64,23 +73,25 @@ if [ "$(token_state)" != "$token_before" ]; then
   failed_stages+=(hermetic)
 fi
 
-echo "== fuzzing (bounded)"
+stage "fuzzing (bounded)"
 if ! ./scripts/fuzz.sh "${TRL_FUZZ_SECONDS:-20}"; then
   failed_stages+=(fuzz)
 fi
 
 if [ "${TRL_SANITIZERS:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; then
-  echo "== sanitizers: unit and integration tests under TSan, and under ASan + UBSan"
+  stage "sanitizers: unit and integration tests under TSan, and under ASan + UBSan"
   ./scripts/sanitizers.sh all || failed_stages+=(sanitizers)
 fi
 
 if [ "${TRL_MUTANTS:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; then
-  echo "== mutants (quick): every deliberate breakage must be caught"
+  stage "mutants (quick): every deliberate breakage must be caught"
   bash ./scripts/mutants.sh --quick || failed_stages+=(mutants)
 fi
 
+stage ""
 # The verdict, last: CI keeps only the end of this output, so the failed
 # tests are named again here.
+echo "stage times:$(printf ' %s;' "${stage_times[@]}") total $SECONDS s"
 [ ${#failed_stages[@]} = 0 ] || echo "FAILED stages: ${failed_stages[*]}"
 if echo "$summary" | grep -qE '^FAIL: '; then
   python3 scripts/ctest_summary.py --tails "$junit"

@@ -1,5 +1,6 @@
 #include "coordinator/job/machine_table.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace trl {
@@ -28,6 +29,12 @@ void MachineTable::Add(int m, NodeRecord node) {
   nodes_[m] = std::move(node);
   vacant_.erase(m);
   ++connected_;
+}
+
+void MachineTable::NoteCommand(int m, const NodeRecord& node) {
+  if (!node.command_checked) {
+    commands_checked_below_ = std::min(commands_checked_below_, m);
+  }
 }
 
 NodeRecord& MachineTable::AddUnregistered(int m,

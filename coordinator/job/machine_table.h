@@ -99,11 +99,7 @@ class MachineTable {
   // machine rank below which every machine's command is checked.
   mutable std::optional<TimePoint> replacements_allowed_at_;
   mutable int commands_checked_below_ = 0;
-  void NoteCommand(int m, const NodeRecord& node) {
-    if (!node.command_checked) {
-      commands_checked_below_ = std::min(commands_checked_below_, m);
-    }
-  }
+  void NoteCommand(int m, const NodeRecord& node);
 };
 
 }  // namespace trl
