@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "proto/trl_launch.pb.h"
 #include "tests/integration/launcher_fixture.h"
@@ -55,13 +56,18 @@ TEST_F(AuthTest, AgentsWithoutTheRightTokenAreRefused) {
   const std::vector<std::string> tokens = {
       "", "0123456789abcdef0123456789abcdef",
       token.substr(0, token.size() - 1) + "e", token + "00"};
+  // All at once: each takes 5 s to be sure it is refused.
+  std::vector<std::unique_ptr<Subprocess>> agents;
   for (size_t i = 0; i < cases.size(); ++i) {
     std::vector<std::string> argv = {TRL_AGENT_BIN, "--machine_rank", "1"};
     for (auto& flag : ClusterFlags(2, 4)) argv.push_back(flag);
     for (auto& flag : cases[i].second) argv.push_back(flag);
     std::vector<std::string> env;
     if (!tokens[i].empty()) env.push_back("TRL_AUTH_TOKEN=" + tokens[i]);
-    Subprocess agent(argv, env);
+    agents.push_back(std::make_unique<Subprocess>(argv, env));
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Subprocess& agent = *agents[i];
     EXPECT_EQ(agent.Wait(seconds(20)), 2) << cases[i].first << "\n"
                                           << agent.Output();
     // The TLS handshake with the token's identity fails: the agent sent

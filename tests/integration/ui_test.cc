@@ -234,7 +234,7 @@ TEST_F(UiTest, ACoordinatorThatIsGoneIs503UntilItComesBack) {
   auto coord = StartCoordinator(1, 1, Worker({"--sleep", "60"}),
                                 {"--no_status", token[0], token[1]});
   reply = WaitForAnswer(ui_port, "/api/status", 200);
-  EXPECT_EQ(reply.code, 200) << reply.body;
+  ASSERT_EQ(reply.code, 200) << reply.body;
 
   coord->Signal(SIGKILL);
   ASSERT_TRUE(coord->Wait(seconds(10)).has_value());
