@@ -154,7 +154,9 @@ std::string FormatMetrics(const pb::JobStatus& s) {
          "Seconds since the coordinator started.", &out);
   Sample("trl_launch_uptime_seconds", s.uptime_s(), &out);
   Header("trl_launch_restarts_total", "counter",
-         "Restarts of the job used so far (carried over by a resumed job).",
+         "Restarts of the job taken from its budget so far (carried over by "
+         "a resumed job); every restart, whatever ended the generation "
+         "before, is trl_launch_generation.",
          &out);
   Sample("trl_launch_restarts_total", s.restarts_used(), &out);
   Header("trl_launch_restarts_allowed", "gauge",

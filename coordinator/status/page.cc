@@ -115,8 +115,9 @@ function render(s) {
   $("state").textContent = s.state;
   $("generation").textContent = s.generation;
   $("world").textContent = s.world_size;
-  $("restarts").textContent = s.restarts_used + " used, " +
-      Math.max(0, s.max_restarts - s.restarts_used) + " left";
+  $("restarts").textContent = Math.max(0, s.generation) + " (" +
+      s.restarts_used + " of the budget of " + s.max_restarts + " used, " +
+      Math.max(0, s.max_restarts - s.restarts_used) + " left)";
   $("uptime").textContent = seconds(s.uptime_s);
   $("machine-summary").textContent =
       summary.machines + " of " + s.num_machines + " machines: " +

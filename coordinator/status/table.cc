@@ -23,6 +23,14 @@ std::string ExitText(int exit_code, int signal, const std::string& state) {
   return std::to_string(exit_code);
 }
 
+// Every generation after the first is a restart of the job's workers,
+// whatever ended the one before: a failure (from the budget), a handover
+// to a spare, an elastic change or a coordinator's restart (none of the
+// budget).
+int RestartsInAll(const pb::JobStatus& s) {
+  return std::max<int64_t>(0, s.generation());
+}
+
 std::string JobHeader(const pb::JobStatus& s) {
   // An elastic job: the generation's machines of MIN:MAX, and which.
   const bool elastic =
@@ -37,9 +45,10 @@ std::string JobHeader(const pb::JobStatus& s) {
           : std::to_string(s.num_machines());
   std::string out = absl::StrFormat(
       "JOB %s  state %s  generation %d  world size %d  machines %s  uptime "
-      "%.1fs\n  restarts: %d used, %d left\n  command: %s\n",
+      "%.1fs\n  restarts: %d (%d of the budget of %d used, %d left)\n  "
+      "command: %s\n",
       s.job_id(), s.state(), s.generation(), s.world_size(), machines,
-      s.uptime_s(), s.restarts_used(),
+      s.uptime_s(), RestartsInAll(s), s.restarts_used(), s.max_restarts(),
       std::max(0, s.max_restarts() - s.restarts_used()),
       absl::StrJoin(s.command(), " "));
   if (s.awaited_count() > 0) {

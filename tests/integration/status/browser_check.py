@@ -231,7 +231,7 @@ def main():
         # The worker's line is text: no element came of it.
         assert page.evaluate(
             "document.querySelectorAll('#failures img').length") == 0
-        assert "1 used, 0 left" in text, text
+        assert "1 (1 of the budget of 1 used, 0 left)" in text, text
         size = page.screenshot(os.path.join(scratch, "after.png"))
         assert size > 0, "empty screenshot"
         check_paging(page, status_port)

@@ -11,6 +11,36 @@ namespace pb = trl::launch::v1;
 
 using std::chrono::seconds;
 
+// Every restart counts, whatever ended the generation before: a
+// coordinator's restart (issue 34: ps said "restarts: 0 used" for a job
+// on its second generation) or a handover to a spare spend none of the
+// budget, and are restarts all the same.
+TEST(JobStatusTest, RestartsCountWhateverEndedTheGenerationBefore) {
+  TimePoint now = TimePoint() + seconds(100);
+  JobSettings settings;
+  settings.job_id = "job-8";
+  settings.num_machines = 1;
+  settings.restart.max_restarts = 3;
+  settings.command = {"python3", "train.py"};
+  JobStateMachine job(settings, now);
+  // A coordinator that resumes the job after generation 1 (one restart of
+  // the budget used), whose workers its restart ended.
+  job.ResumeAfter(1, 1, {}, now, {}, {});
+  AgentInfo agent;
+  agent.machine_rank = 0;
+  agent.hostname = "node01";
+  agent.advertise_addr = "10.231.0.1";
+  agent.local_world_size = 1;
+  ASSERT_TRUE(job.Register(agent, now).ok());
+  ASSERT_EQ(job.StartGeneration(now).generation, 2);
+  const auto status = DescribeJob(job, now);
+  EXPECT_EQ(status.restarts_used(), 1);
+  const std::string table = FormatJobTable(status);
+  EXPECT_NE(table.find("restarts: 2 (1 of the budget of 3 used, 2 left)"),
+            std::string::npos)
+      << table;
+}
+
 TEST(JobStatusTest, DescribesJobNodesRanksAndFailures) {
   TimePoint now = TimePoint() + seconds(100);
   JobSettings settings;
