@@ -24,7 +24,7 @@ stage_times=() stage_name="" stage_start=$SECONDS
 stage() {
   [ -n "$stage_name" ] && stage_times+=("${stage_name%%[ :]*} $((SECONDS - stage_start)) s")
   stage_name=$1 stage_start=$SECONDS
-  [ -n "$1" ] && echo "== $1 (at $SECONDS s)"
+  [ -z "$1" ] || echo "== $1 (at $SECONDS s)"
 }
 stage setup
 ./scripts/setup.sh --tests || { echo "FAIL: scripts/setup.sh --tests"; exit 1; }

@@ -233,6 +233,15 @@ AgentEffects AgentCore::RoleChanged(const pb::RoleChange& change) {
   own_exits_.clear();
   machine_rank_ = spare_ ? -1 : change.machine_rank();
   effects.machine_rank = machine_rank_;
+  // The session's datagrams named the old machine (or none, a spare's):
+  // heartbeats go on the stream until the new session's are acknowledged.
+  udp_open_ = false;
+  effects.close_datagrams = true;
+  if (!spare_ && change.heartbeat_udp_port() > 0 && settings_.udp_heartbeats) {
+    effects.open_datagrams = AgentEffects::Datagrams{
+        change.heartbeat_udp_port(), change.heartbeat_session(),
+        change.heartbeat_key()};
+  }
   effects.role_changed =
       spare_ ? absl::StrCat("this agent is a spare now: ", change.reason())
              : absl::StrCat("this spare stands for machine ", machine_rank_,

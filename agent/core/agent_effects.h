@@ -37,6 +37,10 @@ struct AgentEffects {
     std::string key;
   };
   std::optional<Datagrams> open_datagrams;
+  // Send no more datagrams (a role change: their session named the old
+  // machine), and leave no last word naming it; open_datagrams after, if
+  // set.
+  bool close_datagrams = false;
   // Tell the coordinator whether the job's command runs here.
   bool check_command = false;
   // End the current workers and whatever they left behind.

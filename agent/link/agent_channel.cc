@@ -1,5 +1,8 @@
 #include "agent/link/agent_channel.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "common/tls_credentials.h"
 
 namespace trl {
@@ -16,10 +19,11 @@ void SetAgentKeepalive(grpc::ChannelArguments* args) {
 std::shared_ptr<grpc::Channel> AgentChannel(
     const std::string& target,
     const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-    bool derived_identity) {
+    bool derived_identity, std::chrono::milliseconds first_backoff) {
   grpc::ChannelArguments args;
   if (derived_identity) SetDerivedServerName(&args);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(first_backoff.count()));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(kMaxReconnectBackoff.count()));
@@ -29,6 +33,13 @@ std::shared_ptr<grpc::Channel> AgentChannel(
   // instead of reusing a TCP connection that a partition left stale.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(target, credentials, args);
+}
+
+bool ChannelPoller::DrivesChannels() {
+  // gRPC 1.51 on Linux: "epoll1,poll" unless the variable says otherwise.
+  const char* strategy = std::getenv("GRPC_POLL_STRATEGY");
+  return strategy == nullptr || std::strncmp(strategy, "epoll1", 6) == 0 ||
+         std::strcmp(strategy, "all") == 0;
 }
 
 ChannelPoller::~ChannelPoller() {

@@ -20,10 +20,14 @@ inline constexpr std::chrono::milliseconds kFreshChannelAfter{1500};
 
 // `derived_identity`: the credentials are the token's derived identity
 // (common/derived_identity.h), checked against its name.
+// `first_backoff`: its first wait before trying a failed connection again
+// (then x1.6 up to kMaxReconnectBackoff); a channel that replaces a failing
+// one starts at the cap, so that replacing it does not retry faster.
 std::shared_ptr<grpc::Channel> AgentChannel(
     const std::string& target,
     const std::shared_ptr<grpc::ChannelCredentials>& credentials,
-    bool derived_identity);
+    bool derived_identity,
+    std::chrono::milliseconds first_backoff = std::chrono::milliseconds(20));
 
 // Drives this process's gRPC I/O (a channel's connection, its handshake)
 // for a while timed on the monotonic clock, by polling a completion queue
@@ -31,8 +35,15 @@ std::shared_ptr<grpc::Channel> AgentChannel(
 // own waits (WaitForStateChange's deadline, the reconnect backoff) are
 // timers that sleep until a wall-clock deadline (absl 20220623): they came
 // as late as the wall clock had stepped back.
+//
+// Polling an empty queue drives every connection only with gRPC's epoll1
+// poller (Linux's default: one epoll set for all), not under
+// GRPC_POLL_STRATEGY=poll, where a queue polls only what was added to it:
+// DrivesChannels says which.
 class ChannelPoller {
  public:
+  static bool DrivesChannels();
+
   ChannelPoller() = default;
   ~ChannelPoller();
   ChannelPoller(const ChannelPoller&) = delete;

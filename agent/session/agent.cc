@@ -146,19 +146,30 @@ bool Agent::WaitForCoordinator(
   // failing for longer than the backoff is replaced on the monotonic clock:
   // a fresh channel connects at once.
   auto failing_since = steady_clock::now();
+  // Jittered: agents that failed together (a coordinator restarted, or
+  // shedding connections) do not all come back in one burst.
+  std::mt19937 jitter(std::random_device{}());
+  auto fresh_after = [&jitter] {
+    return kFreshChannelAfter +
+           std::chrono::milliseconds(
+               std::uniform_int_distribution<int>(0, 500)(jitter));
+  };
+  auto replace_after = fresh_after();
   // The wait for a change of state is polled on the monotonic clock too:
   // WaitForStateChange's deadline is a gRPC timer (a 200 ms wait took 28 s
   // with the clock 30 s off).
   ChannelPoller poller;
+  const bool polled = ChannelPoller::DrivesChannels();
   grpc_connectivity_state state = channel->GetState(true);
   while (state != GRPC_CHANNEL_READY) {
     if (state != GRPC_CHANNEL_TRANSIENT_FAILURE) {
       failing_since = steady_clock::now();
-    } else if (steady_clock::now() - failing_since > kFreshChannelAfter) {
-      channel =
-          AgentChannel(target, credentials, options_.identity.has_value());
+    } else if (steady_clock::now() - failing_since > replace_after) {
+      channel = AgentChannel(target, credentials, options_.identity.has_value(),
+                             kMaxReconnectBackoff);
       state = channel->GetState(true);
       failing_since = steady_clock::now();
+      replace_after = fresh_after();
     }
     CoordinatorWaitObservation seen;
     const bool failing = state == GRPC_CHANNEL_TRANSIENT_FAILURE;
@@ -172,11 +183,17 @@ bool Agent::WaitForCoordinator(
     }
     // Every 2 ms for the first second (a connection takes milliseconds
     // when all is well), every 20 ms after.
-    poller.PollFor(steady_clock::now() - attempt_started <
-                           std::chrono::seconds(1)
-                       ? std::chrono::milliseconds(2)
-                       : std::chrono::milliseconds(20));
-    state = channel->GetState(true);
+    if (polled) {
+      poller.PollFor(steady_clock::now() - attempt_started <
+                             std::chrono::seconds(1)
+                         ? std::chrono::milliseconds(2)
+                         : std::chrono::milliseconds(20));
+      state = channel->GetState(true);
+    } else if (channel->WaitForStateChange(
+                   state, std::chrono::system_clock::now() +
+                              std::chrono::milliseconds(200))) {
+      state = channel->GetState(true);
+    }
     const auto now = steady_clock::now();
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !refused_since &&
         now - attempt_started < std::chrono::seconds(3)) {

@@ -93,6 +93,11 @@ void AgentSession::Apply(const AgentEffects& effects,
   const int machine_rank = effects.machine_rank;
   if (effects.role_changed) Log()->warn("{}", *effects.role_changed);
   if (effects.sweep_stale) SweepStale(machine_rank);
+  if (effects.close_datagrams) {
+    if (FencePage* fence = GuardianFencePage()) fence->ForgetLastWord();
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    udp_.reset();
+  }
   if (effects.open_datagrams) {
     UseUdpHeartbeats(machine_rank, *effects.open_datagrams);
   }

@@ -258,8 +258,8 @@ void CoordinatorCore::Execute(const Decision& decision) {
       // more; then it leaves with the job's code, not after its reconnect
       // timeout with 1 (nemesis, seed 8, --shapes spare).
       if (node.from_spare && node.old_agent_may_run_until > now) {
-        farewells_.AwaitUntil(OldAgentOf(m), node.old_agent_may_run_until +
-                                                 std::chrono::seconds(2));
+        farewells_.AwaitOldAgentUntil(
+            m, node.old_agent_may_run_until + std::chrono::seconds(2));
       }
     }
     if (spares_cut_ > 0) {

@@ -24,7 +24,9 @@ void CoordinatorCore::HandleRegistration(AgentLink* link,
     // coordinator frozen): it learns how, and leaves with the job's code,
     // instead of being refused as a stranger (nemesis, seed 1).
     link->Send(JobEnded(*outcome));
-    if (!farewells_.ToldOnReturn(link, info.machine_rank)) link->Close();
+    if (!farewells_.ToldOnReturn(link, info.machine_rank, info.spare)) {
+      link->Close();
+    }
     return;
   }
   if (EndStreamGivenUp(info)) {
@@ -80,8 +82,10 @@ bool CoordinatorCore::EndStreamGivenUp(const AgentInfo& info) {
 void CoordinatorCore::ApplyHandovers(const std::vector<Handover>& handovers) {
   if (handovers.empty()) return;
   for (const auto& [link, handover] : agents_.Rekey(handovers)) {
-    heartbeats_.EndUdpSession(link);  // datagrams name the machine
-    link->Send(RoleChange(*handover));
+    // Datagrams name the machine: a new session for the one it stands for.
+    pb::CoordinatorMessage role = RoleChange(*handover);
+    heartbeats_.Rekey(link, handover->to, role.mutable_role_change());
+    link->Send(role);
     journal_.TellHandover(*handover);
     if (on_registered_ && handover->to >= 0) on_registered_(handover->to, link);
   }

@@ -5,39 +5,54 @@
 namespace trl {
 
 void Farewells::ToldAtTheEnd(AgentLink* stream, int key) {
-  told_[stream] = key;
-  if (key >= 0) awaiting_[key] = TimePoint::max();
+  if (key < 0) {
+    told_[stream] = {Told::kSpare, 0};
+    return;
+  }
+  told_[stream] = {Told::kMachine, key};
+  awaiting_[key] = TimePoint::max();
 }
 
 void Farewells::AwaitUntil(int machine, TimePoint until) {
   awaiting_.emplace(machine, until);
 }
 
-bool Farewells::ToldOnReturn(AgentLink* stream, int machine) {
-  // (A spare registers as kSpareCutOff, which has no old agent.)
-  const int old_agent = machine >= 0 ? OldAgentOf(machine) : machine;
-  for (const int key : {old_agent, machine}) {
-    if (awaiting_.count(key)) {
-      told_[stream] = key;
-      return true;
-    }
+void Farewells::AwaitOldAgentUntil(int machine, TimePoint until) {
+  old_agents_.emplace(machine, until);
+}
+
+bool Farewells::ToldOnReturn(AgentLink* stream, int machine, bool spare) {
+  // A machine's agent names its machine; a spare the one it stood for, or
+  // kSpareCutOff if none. Anything else is nobody awaited.
+  if (machine < kSpareCutOff || (!spare && machine < 0)) return false;
+  if (!spare && old_agents_.count(machine)) {
+    told_[stream] = {Told::kOldAgent, machine};
+    return true;
   }
-  return false;
+  if (!awaiting_.count(machine)) return false;
+  told_[stream] = {Told::kMachine, machine};
+  return true;
 }
 
 bool Farewells::Heard(AgentLink* stream) {
   const auto told = told_.find(stream);
   if (told == told_.end()) return false;
-  awaiting_.erase(told->second);
+  if (told->second.kind == Told::kMachine) {
+    awaiting_.erase(told->second.machine);
+  } else if (told->second.kind == Told::kOldAgent) {
+    old_agents_.erase(told->second.machine);
+  }
   told_.erase(told);
   return true;
 }
 
 bool Farewells::AllHeard(TimePoint now) {
-  for (auto it = awaiting_.begin(); it != awaiting_.end();) {
-    it = it->second < now ? awaiting_.erase(it) : std::next(it);
+  for (auto* waits : {&awaiting_, &old_agents_}) {
+    for (auto it = waits->begin(); it != waits->end();) {
+      it = it->second < now ? waits->erase(it) : std::next(it);
+    }
   }
-  return awaiting_.empty();
+  return awaiting_.empty() && old_agents_.empty();
 }
 
 }  // namespace trl

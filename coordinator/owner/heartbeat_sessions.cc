@@ -24,8 +24,9 @@ void HeartbeatSessions::Open(AgentLink* stream, int key, int lease_ms,
   if (udp_port_ > 0 && key >= 0) OfferUdpSession(opened, key, reply);
 }
 
+template <typename Message>
 void HeartbeatSessions::OfferUdpSession(Stream& stream, int machine_rank,
-                                        pb::RegistrationReply* reply) {
+                                        Message* message) {
   // One draw: 8 bytes of session, then the key. Without randomness, or on
   // a (2^-64) clash, no offer: heartbeats stay on the stream.
   const std::string random = random_bytes_(8 + kHeartbeatKeySize);
@@ -40,9 +41,9 @@ void HeartbeatSessions::OfferUdpSession(Stream& stream, int machine_rank,
   stream.machine_rank = machine_rank;
   stream.udp_key = std::make_unique<HeartbeatKey>(key);
   by_udp_session_[session] = &stream;
-  reply->set_heartbeat_udp_port(udp_port_);
-  reply->set_heartbeat_session(session);
-  reply->set_heartbeat_key(key);
+  message->set_heartbeat_udp_port(udp_port_);
+  message->set_heartbeat_session(session);
+  message->set_heartbeat_key(key);
 }
 
 void HeartbeatSessions::EndUdpSession(AgentLink* stream) {
@@ -50,6 +51,16 @@ void HeartbeatSessions::EndUdpSession(AgentLink* stream) {
   if (found == streams_.end() || found->second.udp_session == 0) return;
   by_udp_session_.erase(found->second.udp_session);
   found->second.udp_session = 0;
+}
+
+void HeartbeatSessions::Rekey(AgentLink* stream, int machine_rank,
+                              pb::RoleChange* change) {
+  EndUdpSession(stream);
+  const auto found = streams_.find(stream);
+  if (found == streams_.end() || udp_port_ <= 0 || machine_rank < 0) return;
+  found->second.udp_counter = 0;
+  found->second.last_word_heard = false;
+  OfferUdpSession(found->second, machine_rank, change);
 }
 
 bool HeartbeatSessions::Close(AgentLink* stream, int key) {

@@ -49,6 +49,13 @@ class HeartbeatSessions {
   // `stream` stands for another machine or spare now: its datagrams, which
   // name the old one, are no longer heard; its heartbeats go on the stream.
   void EndUdpSession(AgentLink* stream);
+  // `stream` stands for `machine_rank` now (a spare if negative): its old
+  // session ends and, for a machine, when UDP is offered, it gets a new
+  // one in `change`, whose datagrams and last word name that machine. The
+  // last word of the machine's lost agent is still heard (its guardian's
+  // word lets the stand-in start sooner).
+  void Rekey(AgentLink* stream, int machine_rank,
+             trl::launch::v1::RoleChange* change);
   // `stream`, registered as `key`, is no longer: nothing of it is heard
   // any more but, if it was a machine's stream with a UDP session, its
   // agent's last word ("agent gone", heartbeat_datagram.h), until another
@@ -93,9 +100,10 @@ class HeartbeatSessions {
     const char* heartbeat_via = "";  // "udp" or "stream" once one came
     bool last_word_heard = false;    // while it was open
   };
-  // Gives `stream` a UDP session and key, in `reply`.
-  void OfferUdpSession(Stream& stream, int machine_rank,
-                       trl::launch::v1::RegistrationReply* reply);
+  // Gives `stream` a UDP session and key for `machine_rank`, written by
+  // `Message` (a RegistrationReply or a RoleChange: the same fields).
+  template <typename Message>
+  void OfferUdpSession(Stream& stream, int machine_rank, Message* message);
 
   // Whether `datagram`, an "agent gone", is the last word of `stream`'s
   // session: its machine's, signed with its key.

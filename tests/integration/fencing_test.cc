@@ -222,6 +222,76 @@ TEST_F(FencingTest, AKilledAgentsRanksGoToASpareWithoutWaitingOutItsLease) {
   EXPECT_EQ(job.spare->Wait(seconds(30)), 0) << job.spare->Output();
 }
 
+TEST_F(FencingTest, AKilledStandInsRanksGoToTheNextSpareWithoutItsLease) {
+  // A spare that took machine 1's place had no UDP session (a spare's
+  // heartbeats go on its stream), so its guardian had no word to say: when
+  // the stand-in was killed in turn, its ranks waited out its lease (60 s
+  // here). Its role change gives it machine 1's session now.
+  const std::vector<std::string> two_long_generations = {
+      "/bin/sh", "-c",
+      "echo start gen $TRL_GENERATION rank $RANK machine $TRL_MACHINE_RANK "
+      "pid $$; if [ \"$TRL_GENERATION\" -lt 2 ]; then exec sleep 60; fi"};
+  const std::vector<std::string> flags = {
+      "--heartbeat_interval", "0.2", "--lease",    "60",
+      "--max_restarts",       "2",   "--no_python"};
+  auto machine1 = StartAgent(2, 4, 1, flags);
+  auto spare_a = StartSpare(2, 4, flags);
+  auto spare_b = StartSpare(2, 4, flags);
+  auto coord = StartCoordinator(2, 4, two_long_generations, flags);
+  ASSERT_TRUE(PrintedGenerationZeroStarts(*machine1, {2, 3}))
+      << machine1->Output() << coord->Output();
+  // As above: the guardian has noted the workers.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  machine1->Signal(SIGKILL);
+  Subprocess* stand_in = nullptr;
+  Subprocess* next = nullptr;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (auto [one, other] :
+             {std::make_pair(spare_a.get(), spare_b.get()),
+              std::make_pair(spare_b.get(), spare_a.get())}) {
+          if (one->Stdout().find("start gen 1 rank 2") != std::string::npos &&
+              one->Stdout().find("start gen 1 rank 3") != std::string::npos) {
+            stand_in = one;
+            next = other;
+            return true;
+          }
+        }
+        return false;
+      },
+      seconds(15)))
+      << "no spare ran machine 1's ranks\n"
+      << coord->Output();
+  const std::regex started("start gen 1 rank [23] machine [0-9]+ pid ([0-9]+)");
+  std::vector<pid_t> stand_in_workers;
+  const std::string out = stand_in->Stdout();
+  for (std::sregex_iterator it(out.begin(), out.end(), started), end; it != end;
+       ++it) {
+    stand_in_workers.push_back(std::stoi((*it)[1]));
+    worker_pids_.insert(stand_in_workers.back());
+  }
+  ASSERT_EQ(stand_in_workers.size(), 2u) << out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+
+  stand_in->Signal(SIGKILL);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        if (next->Stdout().find("start gen 2 rank 2") == std::string::npos) {
+          return false;
+        }
+        EXPECT_FALSE(AnyRuns(stand_in_workers))
+            << "generation 1's ranks 2-3 run beside the next spare's";
+        return true;
+      },
+      seconds(15)))
+      << "the next spare did not run machine 1's ranks within 15 s\n"
+      << coord->Output() << next->Output();
+  EXPECT_TRUE(stand_in->WaitForOutput("told its coordinator", seconds(1)))
+      << stand_in->Output();
+  EXPECT_EQ(coord->Wait(seconds(30)), 0) << coord->Output();
+  EXPECT_EQ(next->Wait(seconds(30)), 0) << next->Output();
+}
+
 TEST_F(FencingTest, RanksThatExitedZeroWhileTheirAgentWasFrozenSucceedOnce) {
   // Every rank exits 0 while machine 1's agent is frozen; the coordinator
   // loses machine 1 meanwhile. Thawed, the agent reads the lost

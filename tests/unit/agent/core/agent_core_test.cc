@@ -660,6 +660,46 @@ TEST(AgentCoreRoleTest, ASpareTakesAMachinesPlaceAndRegistersAsItsStandIn) {
   EXPECT_EQ(back.machine_rank, 2);
 }
 
+// A stand-in sends its heartbeats as datagrams of the session its role
+// change offers (they name the machine), and leaves a last word of it; a
+// machine's agent that becomes a spare sends none (its session named the
+// machine it no longer stands for).
+TEST(AgentCoreRoleTest, AStandInTakesTheSessionItsRoleChangeOffers) {
+  AgentCoreSettings settings;
+  settings.spare = true;
+  settings.udp_heartbeats = true;
+  AgentCore core(settings);
+  pb::AgentRegistration registration;
+  core.StartSession(registration, Time());
+  pb::CoordinatorMessage reply;
+  reply.mutable_registration_reply()->set_accepted(true);
+  reply.mutable_registration_reply()->set_spare(true);
+  reply.mutable_registration_reply()->set_machine_rank(-1);
+  EXPECT_FALSE(core.Received(reply, Time()).open_datagrams.has_value());
+
+  pb::CoordinatorMessage change;
+  auto* role = change.mutable_role_change();
+  role->set_machine_rank(2);
+  role->set_reason("machine 2 was lost");
+  role->set_heartbeat_udp_port(29500);
+  role->set_heartbeat_session(77);
+  role->set_heartbeat_key(std::string(32, 'k'));
+  const AgentEffects promoted = core.Received(change, Time());
+  EXPECT_TRUE(promoted.close_datagrams);
+  ASSERT_TRUE(promoted.open_datagrams.has_value());
+  EXPECT_EQ(promoted.open_datagrams->port, 29500);
+  EXPECT_EQ(promoted.open_datagrams->session, 77u);
+  EXPECT_EQ(promoted.open_datagrams->key, std::string(32, 'k'));
+  EXPECT_EQ(promoted.machine_rank, 2);
+
+  pb::CoordinatorMessage demoted;
+  demoted.mutable_role_change()->set_spare(true);
+  demoted.mutable_role_change()->set_machine_rank(-1);
+  const AgentEffects spare = core.Received(demoted, Time());
+  EXPECT_TRUE(spare.close_datagrams);
+  EXPECT_FALSE(spare.open_datagrams.has_value());
+}
+
 TEST(AgentCoreRoleTest, AMachineWhosePlaceWasTakenRegistersAsASpareFromThenOn) {
   AgentCore core{AgentCoreSettings()};
   pb::AgentRegistration registration;

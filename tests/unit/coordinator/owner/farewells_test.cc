@@ -36,12 +36,54 @@ TEST_F(FarewellsTest, AMachinesOldAgentBackIsToldApartFromTheSpareHoldingIt) {
   // comes back (as machine 1) before the spare said it heard: its word
   // does not stand for the spare's.
   farewells_.ToldAtTheEnd(&spare_, 1);
-  farewells_.AwaitUntil(OldAgentOf(1), kEnd + seconds(5));
-  EXPECT_TRUE(farewells_.ToldOnReturn(&returned_, 1));
+  farewells_.AwaitOldAgentUntil(1, kEnd + seconds(5));
+  EXPECT_TRUE(farewells_.ToldOnReturn(&returned_, 1, /*spare=*/false));
   EXPECT_TRUE(farewells_.Heard(&returned_));
   EXPECT_FALSE(farewells_.AllHeard(kEnd)) << "the spare has not heard";
   EXPECT_TRUE(farewells_.Heard(&spare_));
   EXPECT_TRUE(farewells_.AllHeard(kEnd));
+}
+
+// Spares are keyed -1, -2, ... by the spare pool: an idle spare's word
+// stands for nobody else (a key of -2 once took machine 0's old agent's
+// wait with it, and -1 the wait for a spare cut off).
+TEST_F(FarewellsTest, AnIdleSparesWordLeavesEveryoneElseAwaited) {
+  FakeAgentLink spare2;
+  farewells_.ToldAtTheEnd(&spare_, -1);
+  farewells_.ToldAtTheEnd(&spare2, -2);
+  farewells_.AwaitUntil(kSpareCutOff, kEnd + seconds(5));
+  farewells_.AwaitOldAgentUntil(0, kEnd + seconds(5));
+  EXPECT_TRUE(farewells_.Heard(&spare_));
+  EXPECT_TRUE(farewells_.Heard(&spare2));
+  EXPECT_FALSE(farewells_.AllHeard(kEnd));
+  EXPECT_TRUE(farewells_.ToldOnReturn(&returned_, -1, /*spare=*/true));
+  EXPECT_TRUE(farewells_.Heard(&returned_));
+  EXPECT_FALSE(farewells_.AllHeard(kEnd)) << "machine 0's old agent";
+  FakeAgentLink old_agent;
+  EXPECT_TRUE(farewells_.ToldOnReturn(&old_agent, 0, /*spare=*/false));
+  EXPECT_TRUE(farewells_.Heard(&old_agent));
+  EXPECT_TRUE(farewells_.AllHeard(kEnd));
+}
+
+// The spare that held machine 1, cut off at the end, registers again as a
+// spare standing for machine 1: it is the machine's holder, not its old
+// agent, whose own wait stays.
+TEST_F(FarewellsTest, AStandInBackIsToldAsTheMachinesHolder) {
+  farewells_.AwaitUntil(1, kEnd + seconds(3));
+  farewells_.AwaitOldAgentUntil(1, kEnd + seconds(5));
+  EXPECT_TRUE(farewells_.ToldOnReturn(&returned_, 1, /*spare=*/true));
+  EXPECT_TRUE(farewells_.Heard(&returned_));
+  EXPECT_FALSE(farewells_.AllHeard(kEnd)) << "the old agent's wait went";
+  EXPECT_TRUE(farewells_.AllHeard(kEnd + seconds(6)));
+}
+
+TEST_F(FarewellsTest, ARankNoMachineHasIsNotAwaited) {
+  farewells_.AwaitUntil(kSpareCutOff, kEnd + seconds(5));
+  farewells_.AwaitOldAgentUntil(0, kEnd + seconds(5));
+  EXPECT_FALSE(farewells_.ToldOnReturn(&returned_, -1, /*spare=*/false));
+  EXPECT_FALSE(farewells_.ToldOnReturn(&returned_, -2, /*spare=*/false));
+  EXPECT_FALSE(farewells_.ToldOnReturn(&returned_, -5, /*spare=*/true));
+  EXPECT_FALSE(farewells_.ToldOnReturn(&returned_, 2147483647, false));
 }
 
 TEST_F(FarewellsTest, AMachineCutOffIsAwaitedUntilItsTimeIsUp) {
@@ -59,14 +101,14 @@ TEST_F(FarewellsTest, ASparesWordIsAwaitedOnlyOnItsStream) {
 
 TEST_F(FarewellsTest, AnAgentBackAfterTheEndWaitsOnlyIfItsMachineIsAwaited) {
   farewells_.AwaitUntil(1, kEnd + seconds(5));
-  EXPECT_FALSE(farewells_.ToldOnReturn(&returned_, 0));
+  EXPECT_FALSE(farewells_.ToldOnReturn(&returned_, 0, false));
   EXPECT_FALSE(farewells_.Heard(&returned_));
-  EXPECT_TRUE(farewells_.ToldOnReturn(&returned_, 1));
+  EXPECT_TRUE(farewells_.ToldOnReturn(&returned_, 1, false));
   // Its stream ended before it said so: its machine is still awaited.
   farewells_.StreamEnded(&returned_);
   EXPECT_FALSE(farewells_.Heard(&returned_));
   EXPECT_FALSE(farewells_.AllHeard(kEnd));
-  EXPECT_TRUE(farewells_.ToldOnReturn(&returned_, 1));
+  EXPECT_TRUE(farewells_.ToldOnReturn(&returned_, 1, false));
   EXPECT_TRUE(farewells_.Heard(&returned_));
   EXPECT_TRUE(farewells_.AllHeard(kEnd));
 }

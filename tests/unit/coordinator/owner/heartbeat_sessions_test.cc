@@ -58,6 +58,14 @@ class HeartbeatSessionsTest : public ::testing::Test {
     gone.counter = counter;
     return EncodeHeartbeat(gone, reply.heartbeat_key());
   }
+  // The session a role change offers, as a registration's reply holds it.
+  static pb::RegistrationReply AsReply(const pb::RoleChange& change) {
+    pb::RegistrationReply reply;
+    reply.set_heartbeat_udp_port(change.heartbeat_udp_port());
+    reply.set_heartbeat_session(change.heartbeat_session());
+    reply.set_heartbeat_key(change.heartbeat_key());
+    return reply;
+  }
   static std::vector<size_t> Indexes(const HeartbeatSessions::Checked& c) {
     std::vector<size_t> indexes;
     for (const auto& accepted : c.accepted) indexes.push_back(accepted.index);
@@ -214,6 +222,46 @@ TEST_F(HeartbeatSessionsTest, AnAgentsLastWordIsHeardOnceForItsOwnSession) {
   ASSERT_EQ(checked.gone.size(), 1u);
   EXPECT_EQ(checked.gone[0], 2);
   EXPECT_STREQ(checked.first_refusal, "no registered stream has its session");
+}
+
+// A spare that takes machine 2's place gets a session of machine 2: its
+// heartbeats go as datagrams, and when it dies its guardian's word is heard
+// (without one, a promoted spare's death waited out its lease and fence).
+// The lost agent's own word is still heard after the handover.
+TEST_F(HeartbeatSessionsTest, ASpareThatStandsForAMachineGetsASessionOfIt) {
+  OfferUdp();
+  pb::RegistrationReply two, spare;
+  sessions_.Open(&machine2_, 2, 3000, &two);
+  sessions_.Open(&spare_, -1, 3000, &spare);
+  EXPECT_EQ(spare.heartbeat_udp_port(), 0);      // a spare beats on its stream
+  EXPECT_FALSE(sessions_.Close(&machine2_, 2));  // machine 2 is lost
+  pb::RoleChange change;
+  sessions_.Rekey(&spare_, 2, &change);
+  ASSERT_EQ(change.heartbeat_udp_port(), 29500);
+  EXPECT_NE(change.heartbeat_session(), two.heartbeat_session());
+  const pb::RegistrationReply stands = AsReply(change);
+  auto checked = Check({Beat(stands, 2, 1), Beat(stands, 1, 2)});
+  ASSERT_EQ(checked.accepted.size(), 1u);
+  EXPECT_EQ(checked.accepted[0].machine_rank, 2);
+  EXPECT_STREQ(checked.first_refusal, "bad signature");  // names machine 1
+  checked = Check({Gone(two, 2)});
+  ASSERT_EQ(checked.gone.size(), 1u) << "the lost agent's word";
+  EXPECT_FALSE(sessions_.Close(&spare_, 2));  // the stand-in dies in turn
+  checked = Check({Gone(stands, 2)});
+  ASSERT_EQ(checked.gone.size(), 1u) << "the stand-in's word";
+  EXPECT_EQ(checked.gone[0], 2);
+}
+
+TEST_F(HeartbeatSessionsTest, AMachinesAgentThatBecomesASpareLosesItsSession) {
+  OfferUdp();
+  pb::RegistrationReply one;
+  sessions_.Open(&machine1_, 1, 3000, &one);
+  pb::RoleChange change;
+  sessions_.Rekey(&machine1_, -1, &change);
+  EXPECT_EQ(change.heartbeat_udp_port(), 0);
+  EXPECT_STREQ(Check({Beat(one, 1, 1)}).first_refusal,
+               "no registered stream has its session");
+  EXPECT_TRUE(sessions_.HeartbeatOnStream(&machine1_, kStart));
 }
 
 TEST_F(HeartbeatSessionsTest, NoLastWordIsHeardWithoutTls) {
